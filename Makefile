@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  `make studio` (set up, then run the studio)  and  `make test`.
+# Setup is idempotent: system packages via apt when missing, a virtual environment in .venv.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup studio test system-packages
+
+system-packages:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing system packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+
+$(STAMP): pyproject.toml
+	$(MAKE) system-packages
+	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU build from local disk first; a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[flash,text,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+studio: setup
+	$(BIN)/alaya-studio serve
+
+test: setup
+	$(BIN)/python -m pytest -q

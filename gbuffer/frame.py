@@ -1,0 +1,74 @@
+"""The one in-memory G-buffer frame, identical to one frame of the official sample layout.
+
+This module is the only place that knows the channel order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from alaya_errors import UserError
+
+# Official AlayaRenderer channel order; `window-NN.npy` is (T, 5, H, W, 3) in exactly this order.
+CHANNELS: tuple[str, ...] = ("albedo", "depth", "metallic", "normal", "roughness")
+NUM_CHANNELS = len(CHANNELS)
+CHANNEL_INDEX = {name: i for i, name in enumerate(CHANNELS)}
+
+
+class GBufferError(UserError):
+    """A G-buffer file, frame or feed message that cannot be used."""
+
+
+def check_frame_array(data: Any, where: str = "frame") -> np.ndarray:
+    """Validate one frame array `uint8 (5, H, W, 3)`; return it unchanged or raise GBufferError."""
+    if not isinstance(data, np.ndarray):
+        raise GBufferError(f"expected a numpy array, got {type(data).__name__}", where)
+    if data.dtype != np.uint8:
+        raise GBufferError(f"dtype is {data.dtype}, expected uint8", where)
+    if data.ndim != 4 or data.shape[0] != NUM_CHANNELS or data.shape[3] != 3:
+        raise GBufferError(f"shape is {tuple(data.shape)}, expected (5, H, W, 3) "
+                           f"with channels {', '.join(CHANNELS)}", where)
+    if data.shape[1] < 1 or data.shape[2] < 1:
+        raise GBufferError(f"empty image of shape {tuple(data.shape)}", where)
+    return data
+
+
+@dataclass
+class GBufferFrame:
+    """One G-buffer frame: `data` is uint8 (5, H, W, 3) in `CHANNELS` order; timestamp in seconds."""
+
+    index: int
+    timestamp: float
+    data: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_frame_array(self.data, f"frame {self.index}")
+
+    @property
+    def height(self) -> int:
+        return int(self.data.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.data.shape[2])
+
+    def channel(self, name: str) -> np.ndarray:
+        """The (H, W, 3) uint8 image of one channel, by name."""
+        try:
+            return self.data[CHANNEL_INDEX[name]]
+        except KeyError:
+            raise GBufferError(f"unknown channel {name!r}; channels are {', '.join(CHANNELS)}") from None
+
+    @classmethod
+    def from_channels(cls, index: int, timestamp: float, channels: dict[str, np.ndarray],
+                      meta: dict[str, Any] | None = None) -> "GBufferFrame":
+        """Build a frame from a {channel name: (H, W, 3) uint8} mapping; every channel required."""
+        missing = [c for c in CHANNELS if c not in channels]
+        if missing:
+            raise GBufferError(f"missing channel(s) {', '.join(missing)}", f"frame {index}")
+        data = np.stack([np.asarray(channels[c]) for c in CHANNELS])
+        return cls(index, timestamp, data, dict(meta or {}))

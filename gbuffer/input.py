@@ -1,0 +1,26 @@
+"""Player input for live sources (the built-in engine, external engines)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlayerInput:
+    """Controls applied at the next engine tick.
+
+    steer: -1 (full left) .. +1 (full right); throttle and brake: 0 .. 1;
+    reset: put the kart back on the track at the last checkpoint.
+    """
+
+    steer: float = 0.0
+    throttle: float = 0.0
+    brake: float = 0.0
+    reset: bool = False
+
+    def clamped(self) -> "PlayerInput":
+        def clamp(v: float, lo: float, hi: float) -> float:
+            return float(min(hi, max(lo, v)))
+
+        return PlayerInput(clamp(self.steer, -1, 1), clamp(self.throttle, 0, 1),
+                           clamp(self.brake, 0, 1), bool(self.reset))

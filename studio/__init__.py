@@ -1,0 +1,1 @@
+"""The studio: schedules and timeline, rollout loop, REST API, UI and CLI."""

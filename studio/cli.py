@@ -1,0 +1,44 @@
+"""`alaya-studio` console script: serve, render, record, engine, bench, flash, schedule.
+
+Each subcommand lives in `studio/commands/<name>.py` with `register(subparsers)`, which adds its parser and
+sets `func`. User mistakes (`UserError`) print one line `error: ...` and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from alaya_errors import UserError
+
+COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="alaya-studio",
+                                     description="Real-time generative world rendering studio.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"studio.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
