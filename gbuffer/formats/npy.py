@@ -1,0 +1,105 @@
+"""Official sample windows: `.npy` files of uint8 (T, 5, H, W, 3), played one after another.
+
+Windows are memory-mapped; a frame is copied out only when it is read, so a 600-frame 832x448 sequence
+(3.3 GB) costs one frame of memory at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from gbuffer.formats.common import DEFAULT_FPS, atomic_path, check_fps, check_same_size
+from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
+from gbuffer.source import RecordedSource
+
+
+def load_window(path: Path) -> np.memmap:
+    """Memory-map one window and check it is uint8 (T, 5, H, W, 3) with T >= 1."""
+    where = str(path)
+    if not path.is_file():
+        raise GBufferError("file not found", where)
+    try:
+        window = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GBufferError(f"not a readable .npy file (truncated or corrupt?): {reason}", where) from None
+    if not isinstance(window, np.ndarray):
+        raise GBufferError("is an .npz archive, expected a single .npy array", where)
+    if window.dtype != np.uint8:
+        raise GBufferError(f"dtype is {window.dtype}, expected uint8", where)
+    if window.ndim != 5 or window.shape[1] != NUM_CHANNELS or window.shape[4] != 3:
+        raise GBufferError(f"shape is {tuple(window.shape)}, expected (T, {NUM_CHANNELS}, H, W, 3)", where)
+    if window.shape[0] == 0:
+        raise GBufferError("window has no frames", where)
+    return window
+
+
+class NpyWindowsSource(RecordedSource):
+    """One sequence from one or more `.npy` windows in the given order; all windows share H and W."""
+
+    def __init__(self, paths: Sequence[str | Path], fps: float | None = None):
+        paths = [Path(p) for p in paths]
+        if not paths:
+            raise GBufferError("no .npy windows given")
+        self.name = paths[0].name if len(paths) == 1 else f"{paths[0].name} (+{len(paths) - 1} windows)"
+        self.fps = check_fps(fps, self.name) or DEFAULT_FPS
+        self.paths = paths
+        self.windows: list[np.memmap] = [load_window(p) for p in paths]
+        self.height, self.width = self.windows[0].shape[2:4]
+        for path, window in zip(paths[1:], self.windows[1:]):
+            check_same_size(window.shape[2:4], (self.height, self.width), "window", str(path))
+        # starts[k] = sequence index of the first frame of window k
+        self.starts = np.cumsum([0] + [w.shape[0] for w in self.windows]).tolist()
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def read(self, index: int) -> GBufferFrame:
+        k = bisect.bisect_right(self.starts, index) - 1
+        data = np.array(self.windows[k][index - self.starts[k]])  # copy one frame out of the map
+        return GBufferFrame(index, index / self.fps, data, {"file": self.paths[k].name})
+
+    def close(self) -> None:
+        # Dropping the maps lets numpy close the files once no frame view refers to them.
+        self.windows = []
+
+
+def write_npy_windows(frames: Iterable[GBufferFrame], out_dir: str | Path, window: int = 16,
+                      prefix: str = "window-") -> list[Path]:
+    """Write frames as official windows `{prefix}00.npy`, `{prefix}01.npy`, ... of `window` frames each.
+
+    The last window holds whatever is left (it may be shorter). Holds one window in memory at a time.
+    Returns the written paths in order.
+    """
+    if int(window) != window or window < 1:
+        raise GBufferError(f"window must be a positive whole number of frames, got {window!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    buffer: np.ndarray | None = None  # (window, 5, H, W, 3)
+    filled = 0
+
+    def flush() -> None:
+        path = out_dir / f"{prefix}{len(written):02d}.npy"
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.save(f, buffer[:filled])
+        written.append(path)
+
+    for frame in frames:
+        if buffer is None:
+            buffer = np.empty((window, *frame.data.shape), np.uint8)
+        check_same_size(frame.data.shape[1:3], buffer.shape[2:4], f"frame {frame.index}", str(out_dir))
+        buffer[filled] = frame.data
+        filled += 1
+        if filled == window:
+            flush()
+            filled = 0
+    if buffer is None:
+        raise GBufferError("no frames to write", str(out_dir))
+    if filled:
+        flush()
+    return written
