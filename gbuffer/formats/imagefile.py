@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import av
 import numpy as np
 import OpenEXR
 from PIL import Image
@@ -23,10 +24,17 @@ _DEPTH_NAMES = ("z", "depth", "distance", "y", "r", "v")
 
 
 def encode_png(rgb: np.ndarray, compress_level: int = 1) -> bytes:
-    """uint8 (H, W, 3) → PNG bytes. Level 1 because speed matters more than the last few percent of size."""
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG", compress_level=compress_level)
-    return buf.getvalue()
+    """uint8 (H, W, 3) → PNG bytes.
+
+    FFmpeg's encoder with the "up" filter and deflate level 1: about half the CPU time of Pillow's adaptive
+    filtering at the same size (bench/formats_bench.py); speed matters more than the last bytes.
+    """
+    codec = av.CodecContext.create("png", "w")
+    codec.height, codec.width = rgb.shape[:2]
+    codec.pix_fmt = "rgb24"
+    codec.options = {"pred": "up", "compression_level": str(compress_level)}
+    packets = codec.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24"))
+    return b"".join(bytes(p) for p in packets + codec.encode(None))
 
 
 def decode_png(source: bytes | Path, where: str) -> np.ndarray:

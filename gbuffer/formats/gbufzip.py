@@ -1,0 +1,273 @@
+"""Our recording format `.gbuf.zip`: written frame by frame, read with random access, lossless.
+
+Archive layout (every entry stored, not deflated: PNG already compresses):
+
+    frames/000000.png    one frame: the 5 channels stacked vertically, RGB uint8 (5*H, W, 3) in CHANNELS order
+    frames/000000.json   that frame's metadata, only when it has any
+    ...
+    manifest.json        written last, by close(): see `Manifest` below and docs/formats.md
+
+The writer fills `<path>.tmp` and renames it on close, so an interrupted recording never appears at `path`;
+a reader refuses archives without a manifest or whose frames disagree with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import zipfile
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gbuffer.formats.common import check_fps, check_same_size
+from gbuffer.formats.imagefile import decode_png, encode_png
+from gbuffer.frame import CHANNELS, NUM_CHANNELS, GBufferError, GBufferFrame, check_frame_array
+from gbuffer.source import RecordedSource
+
+FORMAT_NAME = "alaya-gbuf"
+FORMAT_VERSION = 1
+FRAME_LAYOUT = "png-rgb8-channels-stacked-vertically"
+MANIFEST_NAME = "manifest.json"
+_FRAME_ENTRY = re.compile(r"frames/(\d{6,})\.png")
+
+
+def frame_entry(index: int, suffix: str = "png") -> str:
+    return f"frames/{index:06d}.{suffix}"
+
+
+@dataclass
+class Manifest:
+    """`manifest.json`: what a reader needs before touching any frame."""
+
+    width: int
+    height: int
+    fps: float
+    frame_count: int
+    timestamps: list[float]  # seconds, one per frame
+    source: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    channels: list[str] = field(default_factory=lambda: list(CHANNELS))
+    frame_layout: str = FRAME_LAYOUT
+    created: str = ""  # ISO 8601 UTC
+    format: str = FORMAT_NAME
+    version: int = FORMAT_VERSION
+
+    @classmethod
+    def parse(cls, raw: bytes, where: str) -> "Manifest":
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise GBufferError(f"manifest.json is not valid JSON: {exc}", where) from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+            raise GBufferError(f"manifest.json does not describe an {FORMAT_NAME} archive", where)
+        version = doc.get("version")
+        if not isinstance(version, int) or version < 1:
+            raise GBufferError(f"manifest.json: version must be a positive integer, got {version!r}", where)
+        if version > FORMAT_VERSION:
+            raise GBufferError(f"manifest.json: format version {version} is newer than this reader "
+                               f"(supports up to {FORMAT_VERSION})", where)
+        required = ("width", "height", "fps", "frame_count", "timestamps")
+        if missing := [name for name in required if name not in doc]:
+            raise GBufferError(f"manifest.json: missing field(s) {', '.join(missing)}", where)
+        manifest = cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
+        manifest.check(where)
+        return manifest
+
+    def check(self, where: str) -> None:
+        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise GBufferError(f"manifest.json: {name} must be an integer >= {minimum}, got {value!r}", where)
+
+        positive_int("width", self.width)
+        positive_int("height", self.height)
+        positive_int("frame_count", self.frame_count)
+        check_fps(self.fps, f"{where}: manifest.json")
+        if not isinstance(self.channels, list) or self.channels != list(CHANNELS):
+            raise GBufferError(f"manifest.json: channels are {self.channels}, expected {list(CHANNELS)}", where)
+        if self.frame_layout != FRAME_LAYOUT:
+            raise GBufferError(f"manifest.json: unknown frame_layout {self.frame_layout!r}", where)
+        if (not isinstance(self.timestamps, list) or len(self.timestamps) != self.frame_count
+                or not all(isinstance(t, (int, float)) and math.isfinite(t) for t in self.timestamps)):
+            raise GBufferError(f"manifest.json: timestamps must be {self.frame_count} finite numbers", where)
+        if not isinstance(self.metadata, dict):
+            raise GBufferError("manifest.json: metadata must be an object", where)
+
+
+def _to_json(value: Any, what: str, where: str) -> str:
+    def plain(obj: Any) -> Any:  # numpy values and dataclasses (e.g. PlayerInput) from engines become plain JSON
+        if isinstance(obj, (np.generic, np.ndarray)):
+            return obj.tolist()
+        if is_dataclass(obj) and not isinstance(obj, type):
+            return asdict(obj)
+        raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+    try:
+        return json.dumps(value, default=plain, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise GBufferError(f"{what} cannot be stored as JSON: {exc}", where) from None
+
+
+class GbufZipWriter:
+    """Write a `.gbuf.zip` frame by frame; the size comes from the first frame.
+
+    Use as a context manager: leaving the block normally finalises the archive, leaving it by an
+    exception discards it. Memory use is one encoded frame, plus one float per frame for timestamps.
+    """
+
+    def __init__(self, path: str | Path, *, fps: float, source: str = "",
+                 metadata: dict[str, Any] | None = None):
+        self.path = Path(path)
+        self.where = str(self.path)
+        if check_fps(fps, self.where) is None:
+            raise GBufferError("fps is required", self.where)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise GBufferError(f"metadata must be a dict, got {type(metadata).__name__}", self.where)
+        self.fps = float(fps)
+        self.source = str(source)
+        self.metadata = dict(metadata or {})
+        _to_json(self.metadata, "metadata", self.where)  # fail now, not after an hour of recording
+        self.frames_written = 0
+        self.size: tuple[int, int] | None = None  # (H, W)
+        self._timestamps: list[float] = []
+        self._tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            self._zip: zipfile.ZipFile | None = zipfile.ZipFile(self._tmp, "w", zipfile.ZIP_STORED)
+        except OSError as exc:
+            raise GBufferError(f"cannot write here: {exc.strerror or exc}", self.where) from None
+
+    def write(self, frame: GBufferFrame) -> None:
+        if self._zip is None:
+            raise GBufferError("writer is closed", self.where)
+        data = check_frame_array(frame.data, f"frame {frame.index}")
+        if self.size is None:
+            self.size = data.shape[1:3]
+        check_same_size(data.shape[1:3], self.size, f"frame {frame.index}", self.where)
+        timestamp = float(frame.timestamp)
+        if not math.isfinite(timestamp):
+            raise GBufferError(f"frame {frame.index}: timestamp {frame.timestamp!r} is not finite", self.where)
+        meta = _to_json(frame.meta, f"frame {frame.index} metadata", self.where) if frame.meta else None
+        i = self.frames_written
+        self._zip.writestr(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))
+        if meta is not None:
+            self._zip.writestr(frame_entry(i, "json"), meta)
+        self._timestamps.append(timestamp)
+        self.frames_written += 1
+
+    def close(self) -> None:
+        """Write the manifest and move the archive into place. An empty recording is an error."""
+        if self._zip is None:
+            return
+        if self.frames_written == 0:
+            self.abort()
+            raise GBufferError("no frames were written; nothing saved", self.where)
+        height, width = self.size
+        manifest = Manifest(width=int(width), height=int(height), fps=self.fps, frame_count=self.frames_written,
+                            timestamps=self._timestamps, source=self.source, metadata=self.metadata,
+                            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        try:
+            self._zip.writestr(MANIFEST_NAME, json.dumps(asdict(manifest), indent=1))
+            self._zip.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._zip = None
+        self._tmp.replace(self.path)
+
+    def abort(self) -> None:
+        """Discard the partial archive; `path` is left untouched."""
+        if self._zip is not None:
+            try:
+                self._zip.close()
+            finally:
+                self._zip = None
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "GbufZipWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class GbufZipSource(RecordedSource):
+    """Random-access reader of a `.gbuf.zip`. `fps` overrides the recorded rate (timestamps become i / fps)."""
+
+    def __init__(self, path: str | Path, fps: float | None = None):
+        self.path = Path(path)
+        self.name = self.path.name
+        where = str(self.path)
+        fps_override = check_fps(fps, where)
+        if not self.path.is_file():
+            raise GBufferError("file not found", where)
+        try:
+            self._zip = zipfile.ZipFile(self.path, "r")
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise GBufferError(f"not a zip archive, or truncated: {exc}", where) from None
+        try:
+            self._open(where, fps_override)
+        except BaseException:
+            self._zip.close()
+            raise
+
+    def _open(self, where: str, fps_override: float | None) -> None:
+        names = set(self._zip.namelist())
+        if MANIFEST_NAME not in names:
+            raise GBufferError("no manifest.json: the recording was not finished (interrupted?)", where)
+        try:
+            raw = self._zip.read(MANIFEST_NAME)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise GBufferError(f"manifest.json is corrupt: {exc}", where) from None
+        self.manifest = Manifest.parse(raw, where)
+        frames = sorted(int(m.group(1)) for n in names if (m := _FRAME_ENTRY.fullmatch(n)))
+        if frames != list(range(self.manifest.frame_count)):
+            raise GBufferError(f"manifest.json says {self.manifest.frame_count} frames but the archive holds "
+                               f"{len(frames)} frame images" + ("" if len(frames) != self.manifest.frame_count
+                                                               else " with gaps in their numbering"), where)
+        self._meta_entries = {n for n in names if n.startswith("frames/") and n.endswith(".json")}
+        self.width, self.height = self.manifest.width, self.manifest.height
+        self.fps = fps_override or float(self.manifest.fps)
+        self._retimed = fps_override is not None
+
+    @property
+    def source(self) -> str:
+        return self.manifest.source
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.manifest.metadata
+
+    def __len__(self) -> int:
+        return self.manifest.frame_count
+
+    def _entry(self, name: str, index: int) -> bytes:
+        try:
+            return self._zip.read(name)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise GBufferError(f"frame {index} is corrupt: {exc}", str(self.path)) from None
+
+    def read(self, index: int) -> GBufferFrame:
+        where = f"{self.path}: frame {index}"
+        stacked = decode_png(self._entry(frame_entry(index), index), where)
+        expected = (NUM_CHANNELS * self.height, self.width)
+        if stacked.shape[:2] != expected:
+            raise GBufferError(f"image is {stacked.shape[1]}x{stacked.shape[0]}, expected "
+                               f"{expected[1]}x{expected[0]} (5 stacked channels)", where)
+        meta: dict[str, Any] = {}
+        if (name := frame_entry(index, "json")) in self._meta_entries:
+            try:
+                meta = json.loads(self._entry(name, index))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise GBufferError(f"metadata is not valid JSON: {exc}", where) from None
+        timestamp = index / self.fps if self._retimed else float(self.manifest.timestamps[index])
+        return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta)
+
+    def close(self) -> None:
+        self._zip.close()
