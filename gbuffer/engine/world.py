@@ -115,6 +115,8 @@ class World:
         h = self.road_height(index, x, z) * (1 - w) + self.terrain(x, z) * w
         for pit in self.pits:
             r = np.hypot(x - pit.x, z - pit.z)
+            if not np.any(r < pit.radius + 4.0):
+                continue
             bowl = pit.level - 0.8 * (1 - _smoothstep(0.0, pit.radius, r))
             h = np.where(r < pit.radius + 4.0,
                          bowl + (h - bowl) * _smoothstep(pit.radius, pit.radius + 4.0, r), h)

@@ -1,0 +1,145 @@
+"""Rasterises the world into the five G-buffer channels in one pass (moderngl, headless EGL).
+
+Works on Mesa llvmpipe (CPU) and NVIDIA EGL alike. The five colour targets (RGB8) are written together by
+one fragment shader (multiple render targets); a full-screen triangle at the far plane then fills what is
+left with the sky's values. Each target is read straight into its slot of the (5, H, W, 3) frame; the
+projection flips y so rows come out top first with no copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import moderngl
+import numpy as np
+
+from alaya_errors import UserError
+from gbuffer.encoding import DEPTH_FAR_M, DEPTH_NEAR_M, encode_normal
+from gbuffer.engine import shaders
+from gbuffer.engine.camera import perspective
+from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, build_world_mesh
+from gbuffer.engine.world import World
+from gbuffer.frame import NUM_CHANNELS
+
+FOV_Y_DEG = 55.0
+SKY_ALBEDO = (0.55, 0.72, 0.92)
+# What a pixel with no geometry holds, per channel: sky colour, depth 0, not metallic, facing the camera,
+# fully rough. Written by a full-screen pass behind everything (cheaper on llvmpipe than five clears).
+_FACING_CAMERA = tuple(encode_normal(np.array([0.0, 0.0, 1.0])) / 255.0)
+SKY_VALUES = (SKY_ALBEDO, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), _FACING_CAMERA, (1.0, 1.0, 1.0))
+
+
+class GLUnavailableError(UserError):
+    """The machine cannot give us an OpenGL context (a set-up problem, reported in one line)."""
+
+
+# Vertex layout of meshes.py: position, normal, albedo, uv, (metallic, roughness, pattern).
+_ATTRIBUTES = ("3f 3f 3f 2f 3f", "in_pos", "in_normal", "in_color", "in_uv", "in_mat")
+
+
+def kart_model_matrix(x: float, y: float, z: float, heading: float, pitch: float, roll: float) -> np.ndarray:
+    """Kart frame (+x forward, +y up, +z right) → world, as a 4x4 float32 (column vectors)."""
+    c, s = math.cos(heading), math.sin(heading)
+    yaw = np.array([[c, 0, -s], [0, 1, 0], [s, 0, c]])
+    cp, sp = math.cos(pitch), math.sin(pitch)
+    tilt_pitch = np.array([[cp, -sp, 0], [sp, cp, 0], [0, 0, 1]])   # nose up for a positive slope
+    cr, sr = math.cos(roll), math.sin(roll)
+    tilt_roll = np.array([[1, 0, 0], [0, cr, sr], [0, -sr, cr]])   # right side (+z) up for a positive roll
+    m = np.eye(4)
+    m[:3, :3] = yaw @ tilt_pitch @ tilt_roll
+    m[:3, 3] = (x, y, z)
+    return m.astype(np.float32)
+
+
+class GBufferRaster:
+    """Owns a GL context for one static scene at one resolution. `render(view, kart_model)` → uint8 (5, H, W, 3).
+
+    `scene` is a World (its mesh is built here) or an interleaved mesh array from `meshes` (tests use a plane).
+    """
+
+    def __init__(self, scene: World | np.ndarray, width: int, height: int):
+        self.width, self.height = int(width), int(height)
+        try:
+            self.ctx = moderngl.create_context(standalone=True, backend="egl")
+        except Exception as exc:  # no libEGL / no driver: say what to install instead of a traceback
+            reason = " ".join(str(exc).split())  # one line
+            raise GLUnavailableError(f"cannot open a headless OpenGL context (EGL): {reason}; install Mesa "
+                                     f"(libegl1 libgl1-mesa-dri) or an NVIDIA driver", "engine") from None
+        ctx = self.ctx
+        self.program = ctx.program(vertex_shader=shaders.VERTEX, fragment_shader=shaders.fragment_source())
+        if isinstance(scene, World):
+            world_mesh, self._sectors = build_world_mesh(scene)
+        else:
+            world_mesh = np.asarray(scene, np.float32)
+            self._sectors = [Sector(0, len(world_mesh), (0.0, 0.0, 0.0), math.inf)]
+        self._sector_centres = np.array([sc.centre for sc in self._sectors], np.float64)   # (S, 3) metres
+        self._sector_radii = np.array([sc.radius for sc in self._sectors], np.float64)    # (S,)
+        self._world_vbo = ctx.buffer(world_mesh.tobytes())
+        self._kart_vbo = ctx.buffer(build_kart_mesh().tobytes())
+        self._world_vao = ctx.vertex_array(self.program, [(self._world_vbo, *_ATTRIBUTES)])
+        self._kart_vao = ctx.vertex_array(self.program, [(self._kart_vbo, *_ATTRIBUTES)])
+        self.triangles = (len(world_mesh) + self._kart_vbo.size // (4 * FLOATS_PER_VERTEX)) // 3
+        size = (self.width, self.height)
+        self._targets = [ctx.texture(size, 3) for _ in range(NUM_CHANNELS)]
+        self._depth = ctx.depth_renderbuffer(size)
+        self.fbo = ctx.framebuffer(color_attachments=self._targets, depth_attachment=self._depth)
+        self._sky_program = ctx.program(vertex_shader=shaders.SKY_VERTEX, fragment_shader=shaders.SKY_FRAGMENT)
+        for i, value in enumerate(SKY_VALUES):
+            self._sky_program[f"sky_{i}"].value = tuple(float(v) for v in value)
+        self._sky_vao = ctx.vertex_array(self._sky_program, [])
+        proj = perspective(FOV_Y_DEG, self.width / self.height, DEPTH_NEAR_M, DEPTH_FAR_M)
+        proj[1, :] *= -1.0  # flip y: the first row read back is the top of the image
+        self.program["proj"].write(proj.T.tobytes())
+
+    def render(self, view: np.ndarray, kart_model: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """Draw the scene (and the kart, if its model matrix is given); read the five targets into `out`
+        (or a new array). `view` is the 4x4 world → camera matrix."""
+        with self.ctx:  # current on this thread (a server may render from a worker thread)
+            return self._render(view, kart_model, out)
+
+    def _render(self, view: np.ndarray, kart_model: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+        ctx = self.ctx
+        self.fbo.use()
+        self.fbo.clear(depth=1.0)
+        ctx.enable(moderngl.DEPTH_TEST)
+        ctx.enable(moderngl.CULL_FACE)
+        ctx.front_face = "cw"  # meshes wind counter-clockwise; the y flip in `proj` mirrors them
+        ctx.depth_func = "<"
+        self.program["view"].write(np.ascontiguousarray(view.T, np.float32).tobytes())
+        # The kart first: it is nearest, so it hides what is behind it before that gets shaded.
+        if kart_model is not None:
+            self.program["model"].write(np.ascontiguousarray(kart_model.T, np.float32).tobytes())
+            self._kart_vao.render(moderngl.TRIANGLES)
+        self.program["model"].write(np.eye(4, dtype=np.float32).tobytes())
+        for sector in self._visible_sectors(view):
+            self._world_vao.render(moderngl.TRIANGLES, vertices=sector.count, first=sector.first)
+        ctx.depth_func = "<="  # the sky sits exactly on the far plane: only uncovered pixels pass
+        ctx.disable(moderngl.CULL_FACE)
+        self._sky_vao.render(moderngl.TRIANGLES, vertices=3)
+        if out is None:
+            out = np.empty((NUM_CHANNELS, self.height, self.width, 3), np.uint8)
+        for i in range(NUM_CHANNELS):
+            self.fbo.read_into(out[i], attachment=i, components=3, alignment=1)
+        return out
+
+    def _visible_sectors(self, view: np.ndarray) -> list[Sector]:
+        """Sectors whose bounding sphere touches the view frustum, nearest first."""
+        eye_space = self._sector_centres @ view[:3, :3].T.astype(np.float64) + view[:3, 3]   # (S, 3)
+        depth = -eye_space[:, 2]  # in front of the camera is positive
+        r = self._sector_radii
+        tan_y = math.tan(math.radians(FOV_Y_DEG) / 2)
+        tan_x = tan_y * self.width / self.height
+        # Distances outside the near/far planes and the four side planes must stay below the radius.
+        inside = (depth + r >= DEPTH_NEAR_M) & (depth - r <= DEPTH_FAR_M)
+        inside &= (np.abs(eye_space[:, 0]) - depth * tan_x) / math.hypot(1.0, tan_x) <= r
+        inside &= (np.abs(eye_space[:, 1]) - depth * tan_y) / math.hypot(1.0, tan_y) <= r
+        inside |= np.isinf(r)
+        distance = np.where(np.isinf(r), 0.0, (eye_space ** 2).sum(axis=1))
+        order = np.flatnonzero(inside)[np.argsort(distance[inside], kind="stable")]
+        return [self._sectors[i] for i in order]
+
+    def close(self) -> None:
+        if self.ctx is not None:
+            self.ctx.release()
+            self.ctx = None
