@@ -1,12 +1,76 @@
-"""`alaya-studio serve` (placeholder until its issue lands: prints that it is not available yet)."""
+"""`alaya-studio serve`: the live studio (REST API, WebRTC sessions, engine feeds) on http://127.0.0.1:7860."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from pathlib import Path
 
 from alaya_errors import UserError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve", help="(not available yet)")
+    p = sub.add_parser("serve", help="run the live studio server (WebRTC streaming, engine feeds)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--max-sessions", type=int, default=4, help="concurrent live sessions (default 4)")
+    p.add_argument("--renderer", default="reference", help="default renderer: reference or flash")
+    p.add_argument("--weights", type=Path, help="weights directory for the flash renderer")
+    p.add_argument("--token", help="token engine feeds must present (generated when --host is not loopback)")
+    p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
+    p.add_argument("--size", default="416x224", help="default session size WxH")
+    p.add_argument("--fps", type=float, default=30.0, help="default session frame rate")
     p.set_defaults(func=run)
 
 
+def settings_from_args(args):
+    from studio.server.models import SIZE_PATTERN
+    from studio.server.settings import Settings
+
+    if not 1 <= args.port <= 65535:
+        raise UserError(f"{args.port} is not a TCP port", "--port")
+    if args.max_sessions < 1:
+        raise UserError(f"{args.max_sessions} must be at least 1", "--max-sessions")
+    m = SIZE_PATTERN.match(args.size)
+    if not m:
+        raise UserError(f"{args.size!r} is not WxH, e.g. 416x224", "--size")
+    if args.data_dir is not None and not args.data_dir.is_dir():
+        raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
+    if args.weights is not None and not args.weights.is_dir():
+        raise UserError(f"{args.weights} is not a directory", "--weights")
+    options = {"weights": str(args.weights)} if args.weights else {}
+    return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
+                    renderer_options=options, token=args.token, data_dir=args.data_dir,
+                    width=int(m.group(1)), height=int(m.group(2)), fps=args.fps)
+
+
+def expose_warning(settings) -> str | None:
+    """Beyond loopback, engine feeds need a token (one is generated if none was given): say so."""
+    if settings.loopback:
+        return None
+    if not settings.token:
+        settings.token = secrets.token_urlsafe(16)
+    return (f"warning: listening on {settings.host}, reachable from other machines: anyone who can reach it can "
+            f"watch and start sessions, and engine feeds must present the token {settings.token} "
+            "(Authorization: Bearer TOKEN)")
+
+
 def run(args) -> int:
-    raise UserError("'serve' is not available in this build yet")
+    import uvicorn
+
+    from gbuffer.feed.protocol import FeedLimits, max_message_bytes
+    from renderer import RENDERERS
+    from studio.server import create_app
+
+    settings = settings_from_args(args)
+    if settings.renderer not in RENDERERS:
+        raise UserError(f"unknown renderer {settings.renderer!r}; choose one of {', '.join(RENDERERS)}",
+                        "--renderer")
+    if (warning := expose_warning(settings)) is not None:
+        print(warning, file=sys.stderr)
+    app = create_app(settings)
+    print(f"AlayaStudio on http://{settings.host}:{settings.port}  (player: /player, API docs: /docs)",
+          file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
+                ws_max_size=max_message_bytes(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps)))
+    return 0

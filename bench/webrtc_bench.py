@@ -1,0 +1,127 @@
+"""Live streaming benchmark: time to first frame, sustained FPS, glass-to-glass latency, server CPU per stream.
+
+Starts `python app.py` as a subprocess (so its CPU time is its own), then for each size and number of
+concurrent streams connects that many aiortc viewers with the frame stamp on, waits `--warmup` seconds and
+measures for `--seconds`. Prints a table and JSON (also written with --json FILE).
+
+Definitions:
+  time to first frame  offer POSTed → first decoded picture at the viewer
+  sustained FPS        pictures decoded per second in the window, per stream
+  glass-to-glass       the server started rendering the chunk of frame k (wall clock, sent in the status
+                       message) → the viewer decoded the picture stamped k; same machine, so one clock
+  server CPU           server process user+system CPU seconds per wall second, divided by streams (1.0 = a core)
+
+    .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from studio.server.background import free_port  # noqa: E402
+from webrtc.client import StudioViewer  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def start_server(port: int, max_sessions: int, renderer: str) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--max-sessions",
+                               str(max_sessions), "--renderer", renderer], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
+            return server
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the studio did not start")
+            time.sleep(0.2)
+
+
+def latencies_ms(viewer: StudioViewer, since: float) -> list[float]:
+    rendered = {m["frame"] % 65536: m["rendered_wall"] for m in viewer.statuses()}
+    return [(f.received_at - rendered[f.stamp]) * 1e3 for f in viewer.frames
+            if f.received_at >= since and f.stamp in rendered]
+
+
+async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmup: float, seconds: float) -> dict:
+    viewers = [StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False, seed=i)
+               for i in range(streams)]
+    await asyncio.gather(*(v.start() for v in viewers))
+    try:
+        await asyncio.gather(*(v.wait_frames(1, timeout=120) for v in viewers))
+        ttff = [(v.frames[0].received_at - v.offer_started) * 1e3 for v in viewers]
+        await asyncio.sleep(warmup)
+        t0, cpu0 = time.time(), cpu_seconds(pid)
+        counts0 = [len(v.frames) for v in viewers]
+        await asyncio.sleep(seconds)
+        t1, cpu1 = time.time(), cpu_seconds(pid)
+        fps_each = [(len(v.frames) - c) / (t1 - t0) for v, c in zip(viewers, counts0)]
+        lat = [x for v in viewers for x in latencies_ms(v, t0)]
+        codec = viewers[0].messages[0].get("codec") if viewers[0].messages else None
+    finally:
+        await asyncio.gather(*(v.close() for v in viewers))
+    return {"size": size, "streams": streams, "target_fps": fps, "codec": codec,
+            "ttff_ms": round(float(np.mean(ttff)), 1), "fps_per_stream": round(float(np.mean(fps_each)), 2),
+            "fps_min": round(float(np.min(fps_each)), 2),
+            "latency_p50_ms": round(float(np.percentile(lat, 50)), 1) if lat else None,
+            "latency_p95_ms": round(float(np.percentile(lat, 95)), 1) if lat else None,
+            "server_cpu_per_stream": round((cpu1 - cpu0) / (t1 - t0) / streams, 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="416x224,832x448")
+    parser.add_argument("--streams", default="1,2,4")
+    parser.add_argument("--fps", type=float, default=30.0)
+    parser.add_argument("--renderer", default="reference")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.streams.split(",")]
+    port = free_port()
+    server = start_server(port, max(counts), args.renderer)
+    results = []
+    try:
+        for size in args.sizes.split(","):
+            for n in counts:
+                results.append(asyncio.run(measure(f"http://127.0.0.1:{port}", server.pid, size, n, args.fps,
+                                                   args.warmup, args.seconds)))
+                print(json.dumps(results[-1]), file=sys.stderr)
+                time.sleep(1.5)  # let the sessions close
+    finally:
+        server.terminate()
+        server.wait(15)
+    header = f"{'size':>9} {'streams':>7} {'codec':>10} {'TTFF ms':>8} {'FPS/stream':>10} {'min':>6} " \
+             f"{'g2g p50':>8} {'g2g p95':>8} {'CPU/stream':>10}"
+    print(f"renderer {args.renderer}, target {args.fps:g} fps, {os.cpu_count()} CPUs\n{header}")
+    for r in results:
+        print(f"{r['size']:>9} {r['streams']:>7} {str(r['codec']):>10} {r['ttff_ms']:>8} {r['fps_per_stream']:>10} "
+              f"{r['fps_min']:>6} {str(r['latency_p50_ms']):>8} {str(r['latency_p95_ms']):>8} "
+              f"{r['server_cpu_per_stream']:>10}")
+    document = {"renderer": args.renderer, "target_fps": args.fps, "cpus": os.cpu_count(), "results": results}
+    print(json.dumps(document))
+    if args.json:
+        args.json.write_text(json.dumps(document, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

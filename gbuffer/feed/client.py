@@ -1,0 +1,136 @@
+"""Python client for the engine feed: connect an engine (any `Source`) to a studio over WebSocket.
+
+    with FeedClient("ws://127.0.0.1:7860/api/engine/feed", name="kart", width=416, height=224, fps=30) as c:
+        stream_source(engine, c)          # sends frames at the engine's rate, applies inputs that come back
+
+Synchronous on purpose (one thread sends, a background thread receives): engines are usually loops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from typing import Callable
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import connect
+
+from gbuffer.feed.protocol import FeedError, Hello, encode_frame
+from gbuffer.frame import GBufferFrame
+from gbuffer.input import PlayerInput
+from gbuffer.source import LiveSource, Source
+
+
+class FeedClient:
+    def __init__(self, url: str, *, name: str, width: int, height: int, fps: float,
+                 token: str | None = None, compression: str = "zlib"):
+        self.url = url
+        self.hello = Hello(name, width, height, float(fps), compression)
+        self.token = token
+        self.welcome: dict | None = None
+        self.events: list[dict] = []
+        self.inputs_received = 0
+        self.close_reason: str | None = None
+        self._input: PlayerInput | None = None
+        self._lock = threading.Lock()
+        self._ws = None
+        self._reader: threading.Thread | None = None
+        self._stack = contextlib.ExitStack()
+
+    def connect(self) -> dict:
+        """Open the socket, say hello, wait for the welcome; FeedError with the studio's reason if refused."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        try:
+            self._ws = self._stack.enter_context(connect(self.url, additional_headers=headers, compression=None,
+                                                         max_size=2**20, open_timeout=10))
+        except (OSError, InvalidHandshake) as exc:
+            raise FeedError(f"cannot connect to {self.url}: {exc}", "--connect") from None
+        try:
+            self._ws.send(self.hello.to_json())
+            reply = json.loads(self._ws.recv(timeout=10))
+        except ConnectionClosed as exc:
+            raise FeedError(f"the studio refused the feed: {exc.rcvd.reason if exc.rcvd else exc}",
+                            "--connect") from None
+        if reply.get("type") != "welcome":
+            raise FeedError(f"unexpected answer to hello: {reply}", "--connect")
+        self.welcome = reply
+        self._reader = threading.Thread(target=self._read, name=f"feed-{self.hello.name}", daemon=True)
+        self._reader.start()
+        return reply
+
+    def _read(self) -> None:
+        try:
+            for message in self._ws:
+                msg = json.loads(message)
+                if msg.get("type") == "input":
+                    with self._lock:
+                        self._input = PlayerInput(msg["steer"], msg["throttle"], msg["brake"], msg["reset"])
+                        self.inputs_received += 1
+                elif msg.get("type") == "event":
+                    self.events.append(msg)
+        except ConnectionClosed as exc:
+            self.close_reason = exc.rcvd.reason if exc.rcvd else "connection lost"
+        self.close_reason = self.close_reason or "closed by the studio"
+
+    @property
+    def connected(self) -> bool:
+        return self._ws is not None and self.close_reason is None
+
+    def take_input(self) -> PlayerInput | None:
+        """The newest player input since the last call, or None."""
+        with self._lock:
+            p, self._input = self._input, None
+            return p
+
+    def send_frame(self, frame: GBufferFrame) -> None:
+        if frame.width != self.hello.width or frame.height != self.hello.height:
+            raise FeedError(f"frame is {frame.width}x{frame.height}, the hello said "
+                            f"{self.hello.width}x{self.hello.height}", "feed client")
+        try:
+            self._ws.send(encode_frame(frame, self.hello.compression))
+        except ConnectionClosed as exc:
+            raise FeedError(f"the studio closed the feed: {exc.rcvd.reason if exc.rcvd else exc}",
+                            "feed client") from None
+
+    def close(self) -> None:
+        if self._ws is not None:
+            self._stack.close()
+            if self._reader is not None:
+                self._reader.join(timeout=5)
+
+    def __enter__(self) -> "FeedClient":
+        if self._ws is None:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def stream_source(source: Source, client: FeedClient, *, max_frames: int | None = None,
+                  on_frame: Callable[[GBufferFrame], None] | None = None) -> int:
+    """Send `source` frames at its fps until it ends, `max_frames`, or the studio closes the feed.
+
+    Player input from the studio is applied to a live source before each tick. Returns frames sent."""
+    period = 1.0 / source.fps
+    start = time.perf_counter()
+    sent = 0
+    for frame in source:
+        if max_frames is not None and sent >= max_frames:
+            break
+        client.send_frame(frame)
+        sent += 1
+        if on_frame is not None:
+            on_frame(frame)
+        if isinstance(source, LiveSource) and (p := client.take_input()) is not None:
+            source.apply_input(p)
+        if not client.connected:
+            break
+        delay = start + sent * period - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            start -= delay  # behind: keep the rate, do not burst
+    return sent

@@ -1,0 +1,142 @@
+"""Server side of the engine feed: connected feeds by name, each a latest-frame slot, and the LiveSource a
+session reads from one. Transport-agnostic: whoever reads the WebSocket calls `Feed.push`, and gives the feed
+a `send` callable for the back-channel (player input, session events)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable, Iterator
+
+from gbuffer.feed.protocol import CLOSE, FeedError, FeedLimits, Hello
+from gbuffer.frame import GBufferError, GBufferFrame
+from gbuffer.input import PlayerInput
+from gbuffer.source import LiveSource
+
+
+class Feed:
+    """One connected external engine. Keeps only its newest frame; subscribers wait for newer ones."""
+
+    def __init__(self, hello: Hello, send: Callable[[dict], None], limits: FeedLimits = FeedLimits()):
+        self.hello = hello
+        self.name = hello.name
+        self._send = send
+        self.limits = limits
+        self.frames = 0
+        self.closed = False
+        self.close_reason = ""
+        self.subscribers = 0
+        self._latest: GBufferFrame | None = None
+        self._cond = threading.Condition()
+        self._arrivals: collections.deque[float] = collections.deque()
+
+    def push(self, frame: GBufferFrame) -> None:
+        """A new frame from the engine; raises FeedError when the feed exceeds its frame-rate cap."""
+        now = time.monotonic()
+        self._arrivals.append(now)
+        while now - self._arrivals[0] > 1.0:
+            self._arrivals.popleft()
+        cap = min(self.limits.max_fps, self.hello.fps) * 1.5 + 2
+        if len(self._arrivals) > cap:
+            raise FeedError(f"more than {cap:.0f} frames in one second (hello said {self.hello.fps:g} fps)",
+                            code=CLOSE["rate"])
+        with self._cond:
+            self._latest = frame
+            self.frames += 1
+            self._cond.notify_all()
+
+    def wait_frame(self, after: int, timeout: float) -> GBufferFrame | None:
+        """The newest frame once more than `after` frames have arrived; None on timeout or close."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.frames <= after and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return None if self.closed else self._latest
+
+    def send(self, message: dict) -> None:
+        if not self.closed:
+            self._send(message)
+
+    def close(self, reason: str = "closed") -> None:
+        with self._cond:
+            self.closed = True
+            self.close_reason = reason
+            self._cond.notify_all()
+
+
+class FeedHub:
+    """Connected feeds by name. Thread-safe."""
+
+    def __init__(self, limits: FeedLimits = FeedLimits()):
+        self.limits = limits
+        self._feeds: dict[str, Feed] = {}
+        self._lock = threading.Lock()
+
+    def register(self, hello: Hello, send: Callable[[dict], None]) -> Feed:
+        with self._lock:
+            if hello.name in self._feeds:
+                raise FeedError(f"a feed named {hello.name!r} is already connected", "hello.name",
+                                CLOSE["conflict"])
+            feed = self._feeds[hello.name] = Feed(hello, send, self.limits)
+            return feed
+
+    def remove(self, feed: Feed, reason: str = "disconnected") -> None:
+        feed.close(reason)
+        with self._lock:
+            if self._feeds.get(feed.name) is feed:
+                del self._feeds[feed.name]
+
+    def get(self, name: str) -> Feed:
+        with self._lock:
+            feed = self._feeds.get(name)
+        if feed is None:
+            raise GBufferError(f"no engine feed named {name!r} is connected"
+                               f" (connected: {', '.join(self.names()) or 'none'})", "source")
+        return feed
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._feeds)
+
+    def feeds(self) -> list[Feed]:
+        with self._lock:
+            return list(self._feeds.values())
+
+
+class FeedSource(LiveSource):
+    """A session's view of a feed: yields the newest frame each time it is asked (skipping frames it was too
+    slow for), forwards player input to the engine, and ends when the feed closes or goes silent."""
+
+    def __init__(self, feed: Feed, session_id: str = "", stall_timeout: float = 5.0):
+        self.feed = feed
+        self.session_id = session_id
+        self.stall_timeout = stall_timeout
+        self.width, self.height, self.fps = feed.hello.width, feed.hello.height, feed.hello.fps
+        self.name = f"feed:{feed.name}"
+        self._seen = 0
+        self._closed = False
+        feed.subscribers += 1
+        feed.send({"type": "event", "event": "session_started", "session_id": session_id})
+
+    def __iter__(self) -> Iterator[GBufferFrame]:
+        while not self._closed:
+            frame = self.feed.wait_frame(self._seen, self.stall_timeout)
+            if frame is None:
+                return
+            self._seen = self.feed.frames
+            yield frame
+
+    def apply_input(self, player_input: PlayerInput) -> None:
+        p = player_input.clamped()
+        self.feed.send({"type": "input", "steer": p.steer, "throttle": p.throttle, "brake": p.brake,
+                        "reset": p.reset, "session_id": self.session_id})
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.feed.subscribers -= 1
+            self.feed.send({"type": "event", "event": "session_ended", "session_id": self.session_id})

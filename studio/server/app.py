@@ -1,0 +1,73 @@
+"""The FastAPI app factory. The Gradio UI mounts onto the same app later (`gr.mount_gradio_app(app, ...)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.exceptions import HTTPException
+
+from alaya_errors import UserError
+from gbuffer.feed import FeedHub, FeedLimits
+from studio.server import feed_routes, routes
+from studio.server.sessions import SessionManager, StudioFull
+from studio.server.settings import Settings
+
+log = logging.getLogger("alaya.server")
+
+
+def create_app(settings: Settings | None = None, *, player_at_root: bool = True) -> FastAPI:
+    """The studio's HTTP app: REST API under /api, engine feed WebSocket, /metrics, /docs and a player page.
+
+    `player_at_root=False` leaves `/` free for the UI that mounts itself there."""
+    settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
+        warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
+        yield
+        await app.state.sessions.close_all()
+        await warm
+
+    app = FastAPI(title="AlayaStudio", version=routes.VERSION, lifespan=lifespan,
+                  description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
+    app.state.settings = settings
+    app.state.feeds = FeedHub(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps))
+    app.state.sessions = SessionManager(settings, app.state.feeds)
+    app.include_router(routes.router)
+    app.include_router(feed_routes.router)
+    if player_at_root:
+        app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
+
+    @app.exception_handler(UserError)
+    async def _user_error(request: Request, exc: UserError) -> JSONResponse:
+        return JSONResponse({"error": str(exc), "where": exc.where}, status_code=400)
+
+    @app.exception_handler(StudioFull)
+    async def _full(request: Request, exc: StudioFull) -> JSONResponse:
+        return JSONResponse({"error": str(exc), "where": None}, status_code=503, headers={"Retry-After": "10"})
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail), "where": None}, status_code=exc.status_code,
+                            headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"] if p != "body") or "body"
+        return JSONResponse({"error": f"{where}: {err['msg']}", "where": where}, status_code=422)
+
+    return app
+
+
+def _warm_renderer(sessions: SessionManager) -> None:
+    try:
+        sessions.renderer(sessions.settings.renderer)
+    except Exception as exc:  # reported again, as a 4xx, when an offer asks for it
+        log.warning("renderer %r not ready: %s", sessions.settings.renderer, exc)

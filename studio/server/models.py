@@ -1,0 +1,84 @@
+"""Request and response shapes of the REST API: the single definition, so /docs documents them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SIZE_PATTERN = re.compile(r"^(\d{2,4})x(\d{2,4})$")
+
+
+class OfferRequest(BaseModel):
+    """A browser's SDP offer plus the options of the session it starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sdp: str = Field(min_length=1, max_length=100_000, description="SDP of the offer, with a video m-line")
+    type: Literal["offer"] = "offer"
+    source: str = Field("demo", max_length=500, description="'demo' (engine on autopilot), 'engine' (you "
+                        "drive), 'feed:NAME' (a connected external engine) or a sequence path in the data dir")
+    renderer: str | None = Field(None, description="'reference' or 'flash'; default: the server's")
+    schedule: dict[str, Any] | str | None = Field(None, description="Schedule JSON, a built-in schedule name "
+                                                  "or keyframe text ('0: cyberpunk, 120: volcano')")
+    prompt: str | None = Field(None, max_length=2000, description="preset name or free text (if no schedule)")
+    size: str | None = Field(None, description="WxH, e.g. 416x224; default: the server's")
+    fps: float | None = Field(None, gt=0, le=120, description="session frame rate; default: the server's")
+    bitrate: int | None = Field(None, ge=100_000, le=50_000_000, description="video start bitrate, bit/s")
+    stamp: bool = Field(False, description="draw the frame index as a bar code (latency measurements)")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    loop: bool = Field(True, description="recorded sources: start again at the end")
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str | None) -> str | None:
+        if v is not None and not SIZE_PATTERN.match(v):
+            raise ValueError(f"size {v!r} is not WxH, e.g. 416x224")
+        return v
+
+
+class OfferAnswer(BaseModel):
+    sdp: str
+    type: Literal["answer"] = "answer"
+    session_id: str
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    source: str
+    renderer: str
+    width: int
+    height: int
+    fps: float
+    frame: int = Field(description="next timeline frame to render")
+    frames_sent: int
+    measured_fps: float
+    state: str
+    codec: str | None = None
+    bitrate: int | None = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    version: str
+    sessions: int
+    max_sessions: int
+    renderer: str
+    renderers: list[str]
+    feeds: list[str]
+
+
+class FeedInfo(BaseModel):
+    name: str
+    source: str
+    width: int
+    height: int
+    fps: float
+    frames: int
+    subscribers: int
+
+
+class ErrorBody(BaseModel):
+    error: str
+    where: str | None = None

@@ -1,0 +1,230 @@
+"""Live sessions of the studio: admission (the concurrency limit), building a session from an offer, WebRTC
+negotiation, and freeing everything when the peer goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from aiortc import RTCPeerConnection, RTCSessionDescription
+
+from alaya_errors import UserError
+from gbuffer.feed import FeedHub, FeedSource
+from gbuffer.source import Source
+from renderer import RENDERERS, Renderer, create_renderer
+from studio.rollout import Rollout
+from studio.server.models import SIZE_PATTERN, OfferAnswer, OfferRequest
+from studio.server.session import LiveSession
+from studio.server.settings import Settings
+from studio.server.timeline import initial_schedule
+from studio.sources import ENGINE_INPUTS, open_source
+from webrtc.encoders import EncoderSettings, install_encoder, prefer_codecs
+from webrtc.stamp import BITS, cell_size
+
+log = logging.getLogger("alaya.sessions")
+
+
+async def _receiver_report_age(sender) -> float:
+    """Seconds since the peer's last RTCP receiver report about this sender (infinite before the first)."""
+    for stats in (await sender.getStats()).values():
+        if stats.type == "remote-inbound-rtp":
+            return (datetime.now(timezone.utc) - stats.timestamp).total_seconds()
+    return float("inf")
+
+
+class OfferError(UserError):
+    """An offer the studio cannot accept (bad SDP, size, source, renderer)."""
+
+
+class StudioFull(Exception):
+    """Every session slot is taken; answered with HTTP 503."""
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """An offer's options, resolved against the server's settings."""
+
+    source: str
+    renderer: str
+    width: int
+    height: int
+    fps: float
+    seed: int
+
+
+class SessionManager:
+    def __init__(self, settings: Settings, feeds: FeedHub):
+        self.settings = settings
+        self.feeds = feeds
+        self.sessions: dict[str, LiveSession] = {}
+        self.sessions_started = 0
+        self.sessions_refused = 0
+        self._pending = 0
+        self._renderers: dict[str, Renderer] = {}
+        self._renderer_lock = threading.Lock()
+
+    # ---- admission ---------------------------------------------------------------------------------------
+
+    def _reserve(self) -> None:
+        if len(self.sessions) + self._pending >= self.settings.max_sessions:
+            self.sessions_refused += 1
+            raise StudioFull(f"studio full: all {self.settings.max_sessions} session(s) are in use; "
+                             "try again when someone leaves")
+        self._pending += 1
+
+    def plan(self, req: OfferRequest) -> SessionPlan:
+        s = self.settings
+        width, height = s.width, s.height
+        if req.size is not None:
+            m = SIZE_PATTERN.match(req.size)
+            width, height = int(m.group(1)), int(m.group(2))  # type: ignore[union-attr]
+        if not (16 <= width <= s.max_width and 16 <= height <= s.max_height) or width % 2 or height % 2:
+            raise OfferError(f"{width}x{height} must be even and between 16x16 and {s.max_width}x{s.max_height}",
+                             "size")
+        if req.stamp and (width < BITS * cell_size(width) or height < 2 * cell_size(width)):
+            raise OfferError(f"{width}x{height} is too small for the frame stamp (at least {BITS * 4}x8)", "stamp")
+        fps = req.fps or s.fps
+        if fps > s.max_fps:
+            raise OfferError(f"{fps:g} fps is above this studio's cap of {s.max_fps:g}", "fps")
+        renderer = req.renderer or s.renderer
+        if renderer not in RENDERERS:
+            raise OfferError(f"unknown renderer {renderer!r}; choose one of {', '.join(RENDERERS)}", "renderer")
+        if "m=video" not in req.sdp:
+            raise OfferError("the offer has no video m-line; add a recvonly video transceiver", "sdp")
+        return SessionPlan(req.source, renderer, width, height, fps, req.seed)
+
+    # ---- building ----------------------------------------------------------------------------------------
+
+    def renderer(self, name: str) -> Renderer:
+        """One renderer object per backend, shared; each session opens its own RenderSession."""
+        with self._renderer_lock:
+            if name not in self._renderers:
+                options = self.settings.renderer_options if name == self.settings.renderer else {}
+                self._renderers[name] = create_renderer(name, **options)
+            return self._renderers[name]
+
+    def open_source(self, plan: SessionPlan, session_id: str) -> Source:
+        name = plan.source
+        if name.startswith("feed:"):
+            return FeedSource(self.feeds.get(name[5:]), session_id, self.settings.feed_idle_timeout_s)
+        if name in ENGINE_INPUTS:
+            return open_source([name], width=plan.width, height=plan.height, fps=plan.fps, seed=plan.seed)
+        if self.settings.data_dir is None:
+            raise OfferError(f"{name!r} is not 'demo', 'engine' or 'feed:NAME', and this studio serves no "
+                             "recorded sequences (start it with --data-dir)", "source")
+        root = Path(self.settings.data_dir).resolve()
+        path = (root / name).resolve()
+        if not path.is_relative_to(root) or not path.exists():
+            raise OfferError(f"no sequence {name!r} in the data directory", "source")
+        return open_source([str(path)], fps=plan.fps)
+
+    def build_rollout(self, plan: SessionPlan, req: OfferRequest, session_id: str) -> Rollout:
+        """Blocking (renderer loading, GL setup): runs in a worker thread."""
+        schedule = initial_schedule(req.schedule, req.prompt, plan.fps)
+        renderer = self.renderer(plan.renderer)
+        source = self.open_source(plan, session_id)
+        try:
+            render_session = renderer.open_session(plan.width, plan.height, plan.seed)
+        except BaseException:
+            source.close()
+            raise
+        return Rollout(source, schedule, render_session)
+
+    # ---- offers ------------------------------------------------------------------------------------------
+
+    async def offer(self, req: OfferRequest) -> OfferAnswer:
+        self._reserve()
+        try:
+            plan = self.plan(req)
+            session_id = uuid.uuid4().hex[:12]
+            loop = asyncio.get_running_loop()
+            rollout = await loop.run_in_executor(None, self.build_rollout, plan, req, session_id)
+            session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
+                                  renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop)
+            try:
+                answer = await self._negotiate(session, req, plan)
+            except BaseException:
+                await session.close()
+                raise
+            self.sessions[session_id] = session
+            self.sessions_started += 1
+            session.on_closed = lambda s: self.sessions.pop(s.id, None)
+            session.on_ended = lambda s: asyncio.run_coroutine_threadsafe(
+                self.end(s, "its source ended or failed"), loop)
+            session.start()
+            asyncio.ensure_future(self._watch(session))
+            return answer
+        finally:
+            self._pending -= 1
+
+    async def _negotiate(self, session: LiveSession, req: OfferRequest, plan: SessionPlan) -> OfferAnswer:
+        pc = RTCPeerConnection()
+        session.pc = pc
+        transceiver = pc.addTransceiver(session.track, direction="sendonly")
+        prefer_codecs(transceiver)
+
+        @pc.on("datachannel")
+        def _on_datachannel(channel) -> None:
+            session.attach_channel(channel)
+
+            @channel.on("close")
+            def _on_channel_close() -> None:
+                asyncio.ensure_future(self.end(session, "data channel closed"))
+
+        @pc.on("connectionstatechange")
+        async def _on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                await self.end(session, f"connection {pc.connectionState}")
+
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=req.sdp, type="offer"))
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:
+            await pc.close()
+            raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
+        codec = transceiver._codecs[0]  # negotiated, in our preference order
+        session.codec = codec.mimeType
+        settings = EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate)
+
+        def _install() -> None:  # first recv(): aiortc has not created its own encoder yet
+            session.encoder = install_encoder(transceiver.sender, codec.mimeType, settings)
+        session.track.on_first_recv = _install
+        return OfferAnswer(sdp=pc.localDescription.sdp, type="answer", session_id=session.id)
+
+    async def _watch(self, session: LiveSession) -> None:
+        """End sessions whose peer never connects or silently went away (a killed tab sends no goodbye, and
+        ICE consent checks would take ~30 s to notice): a receiving browser sends RTCP receiver reports about
+        every second, so while we are sending, `peer_timeout_s` without one means nobody is watching."""
+        started = time.monotonic()
+        sender = session.pc.getTransceivers()[0].sender
+        while session.state != "closed":
+            await asyncio.sleep(1.0)
+            pc = session.pc
+            if pc.connectionState != "connected":
+                if time.monotonic() - started > self.settings.connect_timeout_s:
+                    await self.end(session, "never connected")
+                continue
+            # judged only over a stretch of continuous sending: a pause or a slow chunk sends nothing to report on
+            streaming = session.track.streaming_for()
+            if streaming > self.settings.peer_timeout_s:
+                silence = min(streaming, await _receiver_report_age(sender))
+                if silence > self.settings.peer_timeout_s:
+                    await self.end(session, f"no receiver report for {silence:.0f} s")
+
+    async def end(self, session: LiveSession, reason: str) -> None:
+        if session.state == "closed":
+            return
+        log.info("session %s ends: %s", session.id, reason)
+        await session.close()
+        pc = getattr(session, "pc", None)
+        if pc is not None:
+            await pc.close()
+
+    async def close_all(self) -> None:
+        await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))

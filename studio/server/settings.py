@@ -1,0 +1,38 @@
+"""Server settings: one dataclass, filled from `alaya-studio serve` flags or by tests."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 7860                  # 0 = pick a free port (BackgroundServer)
+    max_sessions: int = 4
+    renderer: str = "reference"
+    renderer_options: dict = field(default_factory=dict)   # e.g. {"weights": DIR} for flash
+    token: str | None = None          # engine feeds must present it; required when listening beyond loopback
+    data_dir: Path | None = None      # recorded sequences a visitor may pick as `source` (paths inside only)
+    width: int = 416
+    height: int = 224
+    fps: float = 30.0
+    max_width: int = 1920
+    max_height: int = 1080
+    max_fps: float = 60.0
+    connect_timeout_s: float = 20.0   # an offer whose ICE/DTLS never connects is dropped after this
+    peer_timeout_s: float = 5.0       # a peer that stops sending RTCP receiver reports while we stream is gone
+    feed_max_fps: float = 120.0       # engine feed caps
+    feed_max_pixels: int = 1920 * 1080
+    feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

@@ -1,0 +1,62 @@
+"""`alaya-studio serve` and `alaya-studio engine`: flags, errors, and `python app.py` serving for real."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from studio.cli import build_parser, main
+from studio.commands.serve import expose_warning, settings_from_args
+from studio.server.background import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["serve", "--port", "70000"], "--port: 70000 is not a TCP port"),
+    (["serve", "--max-sessions", "0"], "--max-sessions"),
+    (["serve", "--size", "wide"], "--size: 'wide' is not WxH"),
+    (["serve", "--data-dir", "/no/such/dir"], "--data-dir"),
+    (["serve", "--renderer", "magic"], "unknown renderer 'magic'"),
+    (["engine", "--connect", "http://x"], "--connect: 'http://x' is not a ws:// or wss:// URL"),
+    (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--size", "9"], "--size"),
+    (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--fps", "0"], "--fps"),
+    (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--size", "64x32"], "cannot connect"),
+])
+def test_bad_flags_print_one_error_line_and_exit_2(capsys, argv, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and match in err and "\n" not in err
+
+
+def test_exposing_the_studio_warns_and_requires_a_token():
+    args = build_parser().parse_args(["serve", "--host", "0.0.0.0"])
+    settings = settings_from_args(args)
+    warning = expose_warning(settings)
+    assert "reachable from other machines" in warning and settings.token and settings.token in warning
+    assert expose_warning(settings_from_args(build_parser().parse_args(["serve"]))) is None
+
+
+def test_python_app_py_serves_the_studio():
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--max-sessions", "1"], cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "the studio did not come up"
+                time.sleep(0.2)
+        assert health["status"] == "ok" and health["max_sessions"] == 1 and health["renderer"] == "reference"
+        assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+    finally:
+        server.terminate()
+        server.wait(15)

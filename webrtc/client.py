@@ -1,0 +1,148 @@
+"""A Python viewer for the studio: what a browser does, with aiortc. Used by the tests and the benchmark.
+
+    async with StudioViewer("http://127.0.0.1:7860", stamp=True, size="160x96") as v:
+        await v.wait_frames(90)
+        await v.send({"type": "preset", "name": "volcano"})
+
+Decoded frames are kept as `ReceivedFrame`s (stamp read back when the session stamps frames); data-channel
+messages from the server are kept in `messages`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+import numpy as np
+from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from webrtc.stamp import read_stamp
+
+
+class OfferRefused(Exception):
+    def __init__(self, status: int, body: dict):
+        super().__init__(f"HTTP {status}: {body.get('error')}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class ReceivedFrame:
+    stamp: int | None      # frame index read from the picture, if stamped
+    received_at: float     # time.time() when decoded
+    rgb: np.ndarray | None
+
+
+class StudioViewer:
+    def __init__(self, base_url: str, *, keep_pixels: bool = True, codecs: tuple[str, ...] | None = None,
+                 **options: Any):
+        """`options` are the offer's session options; `codecs` limits what this viewer offers, e.g.
+        ("video/VP8",) to act like a browser without H.264."""
+        self.base_url = base_url.rstrip("/")
+        self.codecs = codecs
+        self.options = options
+        self.keep_pixels = keep_pixels
+        self.frames: list[ReceivedFrame] = []
+        self.messages: list[dict] = []
+        self.session_id: str | None = None
+        self.codec: str | None = None
+        self.offer_started: float | None = None
+        self.pc: RTCPeerConnection | None = None
+        self.channel = None
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task | None = None
+
+    async def start(self) -> "StudioViewer":
+        self.pc = pc = RTCPeerConnection()
+        transceiver = pc.addTransceiver("video", direction="recvonly")
+        if self.codecs:
+            caps = RTCRtpSender.getCapabilities("video").codecs
+            transceiver.setCodecPreferences([c for c in caps if c.mimeType in self.codecs])
+        self.channel = pc.createDataChannel("control")
+        opened = asyncio.Event()
+        self.channel.on("open", opened.set)
+        self.channel.on("message", self._on_message)
+
+        @pc.on("track")
+        def _on_track(track) -> None:
+            self._reader = asyncio.ensure_future(self._read(track))
+
+        await pc.setLocalDescription(await pc.createOffer())
+        self.offer_started = time.time()
+        async with httpx.AsyncClient(timeout=60) as http:
+            res = await http.post(f"{self.base_url}/api/webrtc/offer",
+                                  json={"sdp": pc.localDescription.sdp, "type": "offer", **self.options})
+        if res.status_code != 200:
+            await pc.close()
+            raise OfferRefused(res.status_code, res.json())
+        answer = res.json()
+        self.session_id = answer["session_id"]
+        await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
+        await asyncio.wait_for(opened.wait(), 20)
+        return self
+
+    def _on_message(self, text: str) -> None:
+        self.messages.append(json.loads(text))
+        self._changed.set()
+
+    async def _read(self, track) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            rgb = frame.to_ndarray(format="rgb24")
+            self.frames.append(ReceivedFrame(read_stamp(rgb), time.time(), rgb if self.keep_pixels else None))
+            self._changed.set()
+
+    async def wait_until(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition"):
+        """Wait until `predicate()` is truthy; returns its value or raises TimeoutError naming `what`."""
+        deadline = time.monotonic() + timeout
+        while not (value := predicate()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
+            except asyncio.TimeoutError:
+                pass
+        return value
+
+    async def wait_frames(self, n: int, timeout: float = 60.0) -> list[ReceivedFrame]:
+        await self.wait_until(lambda: len(self.frames) >= n, timeout, f"{n} frames (got {len(self.frames)})")
+        return self.frames
+
+    async def wait_message(self, kind: str, timeout: float = 20.0, after: int = 0, **fields: Any) -> dict:
+        def find():
+            for m in self.messages[after:]:
+                if m.get("type") == kind and all(m.get(k) == v for k, v in fields.items()):
+                    return m
+            return None
+        return await self.wait_until(find, timeout, f"a {kind!r} message {fields or ''}")
+
+    async def send(self, message: dict | str) -> int:
+        """Send a message; returns the index in `messages` from which its answer can be looked for."""
+        mark = len(self.messages)
+        self.channel.send(message if isinstance(message, str) else json.dumps(message))
+        return mark
+
+    def statuses(self) -> list[dict]:
+        return [m for m in self.messages if m.get("type") == "status"]
+
+    async def close(self) -> None:
+        if self.pc is not None:
+            await self.pc.close()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def __aenter__(self) -> "StudioViewer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

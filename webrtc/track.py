@@ -1,0 +1,184 @@
+"""The session's video track: frames handed over from the render worker, paced at the session rate.
+
+The worker thread renders a chunk and puts its frames into a `FrameBuffer` that holds at most one chunk; when
+it is full the worker waits, so rendering never runs ahead of what is sent (latency stays bounded by one
+chunk) and nothing queues up. `recv()` only waits on the buffer and the pacing clock: no rendering, no
+encoding, no numpy work on the event loop.
+
+Pacing: each frame is due one period after the previous frame's due time (not its actual send, so sleep
+overshoot does not accumulate); the period is the session's 1/fps, or the renderer's measured seconds per
+frame when that is longer, so a slow renderer gives an even, lower rate. A frame that arrives more than a
+period late is sent at once and the clock restarts there: never a burst of catch-up frames. RTP timestamps
+come from the due time (90 kHz clock), so they are monotonic across pause and seek.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+import av
+from aiortc import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
+
+VIDEO_CLOCK = 90_000  # Hz, the RTP video clock
+
+
+@dataclass
+class OutgoingFrame:
+    """One frame ready to send: `video` is yuv420p; `index` the timeline frame; `rendered_at` the
+    perf_counter time its chunk started rendering (for the latency estimate); `info` goes into the status."""
+
+    index: int
+    video: av.VideoFrame
+    rendered_at: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class BufferClosed(Exception):
+    pass
+
+
+class FrameBuffer:
+    """A bounded hand-over between one producer thread and the asyncio consumer."""
+
+    def __init__(self, capacity: int, loop: asyncio.AbstractEventLoop):
+        self.capacity = max(1, capacity)
+        self._loop = loop
+        self._items: collections.deque[OutgoingFrame] = collections.deque()
+        self._cond = threading.Condition()
+        self._ready = asyncio.Event()
+        self.closed = False
+        # seconds per frame the producer achieves (moving average); the track never paces faster, so a slow
+        # renderer gives an even, lower rate instead of chunk-sized bursts
+        self.production_period = 0.0
+
+    def note_production(self, frames: int, seconds: float) -> None:
+        per_frame = seconds / max(1, frames)
+        self.production_period = per_frame if not self.production_period else \
+            0.7 * self.production_period + 0.3 * per_frame
+
+    def put(self, item: OutgoingFrame, timeout: float | None = None) -> bool:
+        """Block (worker thread) until there is room; False if closed or timed out."""
+        with self._cond:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while len(self._items) >= self.capacity and not self.closed:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.1 if left is None else min(0.1, left))
+            if self.closed:
+                return False
+            self._items.append(item)
+        self._loop.call_soon_threadsafe(self._ready.set)
+        return True
+
+    def clear(self) -> None:
+        """Drop frames not sent yet (after a seek, so the picture jumps at once)."""
+        with self._cond:
+            self._items.clear()
+            self._cond.notify_all()
+
+    async def get(self) -> OutgoingFrame:
+        while True:
+            with self._cond:
+                if self._items:
+                    item = self._items.popleft()
+                    self._cond.notify_all()
+                    return item
+                if self.closed:
+                    raise BufferClosed
+                self._ready.clear()
+            await self._ready.wait()
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+        try:
+            self._loop.call_soon_threadsafe(self._ready.set)
+        except RuntimeError:  # loop already closed
+            pass
+
+
+class RateMeter:
+    """Frames per second over the last `window` seconds of send times."""
+
+    def __init__(self, window: float = 2.0):
+        self.window = window
+        self._times: collections.deque[float] = collections.deque()
+
+    def tick(self, t: float) -> None:
+        self._times.append(t)
+        while self._times and t - self._times[0] > self.window:
+            self._times.popleft()
+
+    @property
+    def fps(self) -> float:
+        if len(self._times) < 2:
+            return 0.0
+        span = self._times[-1] - self._times[0]
+        return (len(self._times) - 1) / span if span > 0 else 0.0
+
+
+class SessionVideoTrack(MediaStreamTrack):
+    kind = "video"
+
+    def __init__(self, buffer: FrameBuffer, fps: float,
+                 on_sent: Callable[[OutgoingFrame, float], None] | None = None,
+                 on_first_recv: Callable[[], None] | None = None):
+        super().__init__()
+        self.buffer = buffer
+        self.period = 1.0 / fps
+        self.on_sent = on_sent
+        self.on_first_recv = on_first_recv
+        self.meter = RateMeter()
+        self.frames_sent = 0
+        self._start = 0.0
+        self._last_due: float | None = None
+        self.last_sent = float("-inf")
+        self.sending_since = float("inf")
+
+    def streaming_for(self) -> float:
+        """Seconds this track has been sending without a gap of over 1 s; 0 if it is not sending now."""
+        now = time.perf_counter()
+        return 0.0 if now - self.last_sent > 1.0 else now - self.sending_since
+
+    async def recv(self) -> av.VideoFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self.on_first_recv is not None:
+            self.on_first_recv()
+            self.on_first_recv = None
+        try:
+            item = await self.buffer.get()
+        except BufferClosed:
+            self.stop()
+            raise MediaStreamError from None
+        now = time.perf_counter()
+        if self._last_due is None:
+            self._start = due = now
+        else:
+            due = self._last_due + max(self.period, self.buffer.production_period)
+            if now < due:
+                await asyncio.sleep(due - now)
+            elif now - due > self.period:
+                due = now  # late: restart the clock here instead of bursting to catch up
+        self._last_due = due
+        frame = item.video
+        frame.pts = round((due - self._start) * VIDEO_CLOCK)
+        frame.time_base = Fraction(1, VIDEO_CLOCK)
+        self.frames_sent += 1
+        sent_at = time.perf_counter()
+        if sent_at - self.last_sent > 1.0:
+            self.sending_since = sent_at  # (re)started after a pause or a stall
+        self.last_sent = sent_at
+        self.meter.tick(sent_at)
+        if self.on_sent is not None:
+            self.on_sent(item, sent_at)
+        return frame
