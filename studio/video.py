@@ -20,17 +20,25 @@ class VideoWriteError(UserError):
     """The MP4 could not be written (unwritable path, disk full, bad size)."""
 
 
+def check_output_file(path: str | Path) -> Path:
+    """Refuse an output path that cannot be written, before any frame is rendered."""
+    path = Path(path)
+    if path.is_dir():
+        raise VideoWriteError("is a directory; give a file name ending in .mp4", str(path))
+    parent = path.parent
+    if not parent.is_dir():
+        raise VideoWriteError(f"folder {parent} does not exist", str(path))
+    if not os.access(parent, os.W_OK):
+        raise VideoWriteError(f"folder {parent} is not writable", str(path))
+    return path
+
+
 class Mp4Writer:
     def __init__(self, path: str | Path, width: int, height: int, fps: float, *, crf: int = 18,
                  preset: str = "veryfast"):
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise VideoWriteError("is a directory; give a file name ending in .mp4", str(self.path))
+        self.path = check_output_file(path)
         if width % 2 or height % 2:
             raise VideoWriteError(f"H.264 needs even dimensions, got {width}x{height}", str(self.path))
-        parent = self.path.parent
-        if not parent.is_dir():
-            raise VideoWriteError(f"folder {parent} does not exist", str(self.path))
         self.partial = self.path.with_name(self.path.name + ".part")
         self.width, self.height = width, height
         self.frames_written = 0

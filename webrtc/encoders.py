@@ -50,7 +50,9 @@ def _needs_new_codec(codec, frame: av.VideoFrame, bitrate: int) -> bool:
             or abs(bitrate - codec.bit_rate) / codec.bit_rate > 0.1)
 
 
-class SessionH264Encoder(H264Encoder):
+class _SessionBitrate:
+    """The session's bitrate, which the congestion controller may move only within the session's bounds."""
+
     def __init__(self, settings: EncoderSettings):
         super().__init__()
         self.settings = settings
@@ -63,6 +65,9 @@ class SessionH264Encoder(H264Encoder):
     @target_bitrate.setter
     def target_bitrate(self, bitrate: int) -> None:
         self._bitrate = self.settings.clamp(bitrate)
+
+
+class SessionH264Encoder(_SessionBitrate, H264Encoder):
 
     def _encode_frame(self, frame: av.VideoFrame, force_keyframe: bool):
         if _needs_new_codec(self.codec, frame, self._bitrate):
@@ -83,19 +88,7 @@ class SessionH264Encoder(H264Encoder):
         yield from super()._encode_frame(frame, force_keyframe)
 
 
-class SessionVp8Encoder(Vp8Encoder):
-    def __init__(self, settings: EncoderSettings):
-        super().__init__()
-        self.settings = settings
-        self._bitrate = settings.bitrate
-
-    @property
-    def target_bitrate(self) -> int:
-        return self._bitrate
-
-    @target_bitrate.setter
-    def target_bitrate(self, bitrate: int) -> None:
-        self._bitrate = self.settings.clamp(bitrate)
+class SessionVp8Encoder(_SessionBitrate, Vp8Encoder):
 
     def encode(self, frame, force_keyframe: bool = False):
         if _needs_new_codec(self.codec, frame, self._bitrate):

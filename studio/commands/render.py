@@ -39,12 +39,14 @@ def run(args) -> int:
     from studio.rollout import Rollout
     from studio.schedule import Schedule, load_schedule
     from studio.sources import ENGINE_INPUTS, open_source
+    from studio.video import check_output_file
 
     if args.frames is not None and args.frames <= 0:
         raise UserError(f"must be a positive number of frames, got {args.frames}", "--frames")
     if args.fps is not None and not 0 < args.fps <= 240:
         raise UserError(f"must be between 0 and 240, got {args.fps}", "--fps")
     size = parse_size(args.size, "--size") if args.size else None
+    check_output_file(args.output)
     schedule = load_schedule(args.schedule) if args.schedule else Schedule.single(args.prompt)
     options = {"device": args.device} if args.device else {}
     if args.weights:
