@@ -61,6 +61,7 @@ def run(args) -> int:
     from gbuffer.feed.protocol import FeedLimits, max_message_bytes
     from renderer import RENDERERS
     from studio.server import create_app
+    from studio.ui import mount_ui
 
     settings = settings_from_args(args)
     if settings.renderer not in RENDERERS:
@@ -68,8 +69,9 @@ def run(args) -> int:
                         "--renderer")
     if (warning := expose_warning(settings)) is not None:
         print(warning, file=sys.stderr)
-    app = create_app(settings)
-    print(f"AlayaStudio on http://{settings.host}:{settings.port}  (player: /player, API docs: /docs)",
+    app = mount_ui(create_app(settings, player_at_root=False))
+    print(f"AlayaStudio on http://{settings.host}:{settings.port}  (studio: /studio, plain player: /player, "
+          "API docs: /docs)",
           file=sys.stderr)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
                 ws_max_size=max_message_bytes(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps)))

@@ -60,6 +60,9 @@ class LiveSession:
         self._seeks = 0
         self._stop = False
         self._last_status: dict[str, Any] = {}
+        # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
+        # threads always see a complete frame.
+        self.latest_frame: RenderedFrame | None = None
         self._thread = threading.Thread(target=self._run, name=f"session-{session_id}", daemon=True)
         self.on_closed: Callable[["LiveSession"], None] | None = None
         self.pc = None  # the RTCPeerConnection, set by the session manager
@@ -133,6 +136,7 @@ class LiveSession:
 
     def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
         seeks = self._seeks
+        self.latest_frame = chunk[-1]
         for f in chunk:
             rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
@@ -239,8 +243,9 @@ class LiveSession:
             conditioning = timeline.conditioning_from_specs(msg.prompts, msg.mode)
             self.submit(lambda: self._patch(msg.frame, conditioning, msg.transition))
         elif kind == "schedule":
-            schedule = timeline.schedule_from_message(msg)
-            self.submit(lambda: self._replace_schedule(schedule))
+            # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
+            # evaluate, which on the event loop would freeze every session's video and signalling
+            self.submit(lambda: self._replace_schedule(timeline.schedule_from_message(msg)))
         elif kind == "play":
             self.submit(lambda: self._set_paused(False))
         elif kind == "pause":

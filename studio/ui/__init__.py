@@ -1,0 +1,57 @@
+"""The studio UI: a Gradio Blocks page mounted on the live server's FastAPI app (same origin, one process),
+plus the REST routes it needs (`routes.py`) and its static scripts. See docs/ui.md.
+
+    app = create_app(settings, player_at_root=False)
+    mount_ui(app)            # the studio at /studio, / redirects there
+"""
+
+from __future__ import annotations
+
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+UI_PATH = "/studio"
+CACHE_DIR = Path.home() / ".cache" / "alaya-studio"
+
+
+def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None = None,
+             upload_limit: int | None = None, prewarm_thumbnails: bool = True) -> FastAPI:
+    """Mount the studio page at `path` on `app` (built by `studio.server.create_app`) and redirect `/` to it.
+
+    `cache_dir` keeps preset thumbnails and rendered MP4s (default ~/.cache/alaya-studio). Uploads go to the
+    server's data dir under uploads/; a server started without one gets a temporary data dir, so uploads
+    still play. `upload_limit` is in bytes (default 256 MiB). `prewarm_thumbnails` renders the gallery's
+    missing thumbnails in a background thread now instead of on the first visitor's requests."""
+    import gradio as gr
+
+    from studio.ui import routes
+    from studio.ui.blocks import STATIC_URL, build_blocks, head_html
+    from studio.ui.jobs import RenderJobs
+    from studio.ui.thumbnails import ThumbnailCache
+
+    settings = app.state.settings
+    if settings.data_dir is None:
+        settings.data_dir = Path(tempfile.mkdtemp(prefix="alaya-data-"))
+    cache = Path(cache_dir) if cache_dir is not None else CACHE_DIR
+    app.state.ui = routes.UIState(thumbnails=ThumbnailCache(cache / "thumbnails"), jobs=RenderJobs(cache / "renders"),
+                                  data_dir=Path(settings.data_dir).resolve(),
+                                  upload_limit=upload_limit or routes.DEFAULT_UPLOAD_LIMIT)
+    if prewarm_thumbnails:
+        app.state.ui.thumbnails.prewarm()
+    app.include_router(routes.router)
+    app.mount(STATIC_URL, StaticFiles(directory=str(files("studio.ui").joinpath("static"))), name="ui-static")
+    # `/` belongs to the studio page (the server's bare player stays at /player)
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) != "/"]
+
+    def to_studio(request: Request) -> RedirectResponse:       # keeps ?size=... and ?source=...
+        query = request.url.query
+        return RedirectResponse(f"{path}/" + (f"?{query}" if query else ""))
+
+    app.add_api_route("/", to_studio, include_in_schema=False)
+    return gr.mount_gradio_app(app, build_blocks(), path=path, head=head_html(), footer_links=[],
+                               show_error=True)

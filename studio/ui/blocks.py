@@ -1,0 +1,26 @@
+"""The studio page as a Gradio Blocks app: one HTML component holding the custom player, gallery, timeline,
+stats and inspector (static/studio.html), brought to life by the page's own scripts (static/*.js)."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import gradio as gr
+
+STATIC_URL = "/ui/static"           # where mount_ui serves static/
+SCRIPTS = ("charts.js", "timeline.js", "studio.js")
+# js_on_load runs when the component's markup is in the page; the scripts may still be loading then.
+START_JS = "const go = () => window.AlayaStudio ? window.AlayaStudio.start(element) : setTimeout(go, 30); go();"
+
+
+def head_html() -> str:
+    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">']
+    links += [f'<script src="{STATIC_URL}/{name}"></script>' for name in SCRIPTS]
+    return "\n".join(links)
+
+
+def build_blocks() -> gr.Blocks:
+    markup = files("studio.ui").joinpath("static/studio.html").read_text(encoding="utf-8")
+    with gr.Blocks(title="AlayaStudio", fill_width=True) as blocks:
+        gr.HTML(markup, js_on_load=START_JS, apply_default_css=False, elem_id="alaya-root")
+    return blocks

@@ -1,0 +1,37 @@
+"""G-buffer inspector: the newest rendered frame of a live session (its five input channels and the output).
+
+The session's worker thread owns the rollout, so the inspector never calls into it: it reads the session's
+`latest_frame`, which the worker replaces whole after each chunk.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+
+from PIL import Image
+
+from studio.offline import side_by_side
+from studio.rollout import RenderedFrame
+
+
+def wait_latest(session, timeout: float) -> RenderedFrame | None:
+    """The session's newest frame, waiting up to `timeout` s for the first one (blocking: call from a worker)."""
+    deadline = time.monotonic() + timeout
+    while session.latest_frame is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return session.latest_frame
+
+
+def inspector_png(frame: RenderedFrame) -> bytes:
+    """A labelled 3x2 grid: output, albedo, depth / metallic, normal, roughness (the offline side-by-side)."""
+    buf = io.BytesIO()
+    Image.fromarray(side_by_side(frame.rgb, frame.gbuffer)).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def inspector_info(frame: RenderedFrame) -> dict:
+    """What the page shows beside the grid: frame index, prompt label and the source's metadata (for the
+    built-in engine: kart position, heading, speed, autopilot)."""
+    meta = {k: v for k, v in frame.gbuffer.meta.items() if isinstance(v, (str, int, float, bool, list, dict))}
+    return {"frame": frame.index, "label": frame.conditioning.label(), "meta": meta}

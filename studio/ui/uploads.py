@@ -1,0 +1,72 @@
+"""Uploaded sequence files: size-limited, validated by opening them, stored where sessions can play them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import AsyncIterator
+
+from alaya_errors import UserError
+from gbuffer.formats import open_sequence
+from gbuffer.frame import GBufferError
+
+UPLOAD_FOLDER = "uploads"            # inside the studio's data directory: an offer names it as a source
+ACCEPTED_SUFFIXES = (".npy", ".gbuf.zip")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
+
+
+class UploadError(UserError):
+    """An upload the studio refuses: bad name, too large, or not a readable G-buffer sequence."""
+
+
+def check_name(name: str) -> str:
+    if not _SAFE_NAME.match(name) or ".." in name:
+        raise UploadError("use letters, digits, '.', '_' or '-' (at most 121 characters)", "file name")
+    if not name.lower().endswith(ACCEPTED_SUFFIXES):
+        raise UploadError(f"{name!r} is not a sequence file; upload one of: {', '.join(ACCEPTED_SUFFIXES)}",
+                          "file name")
+    return name
+
+
+async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, max_bytes: int) -> tuple[Path, dict]:
+    """Stream an upload into `data_dir/uploads/name`, then open it as a sequence and read its first frame
+    (in a worker thread); → (path, its `validate_sequence` info). Anything wrong removes the file and raises
+    UploadError with one line naming the problem."""
+    check_name(name)
+    folder = data_dir / UPLOAD_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    partial = folder / f".{name}.part"
+    size = 0
+    try:
+        with open(partial, "wb") as out:
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > max_bytes:
+                    raise UploadError(f"larger than the upload limit of {max_bytes / 2**20:.1f} MiB", name)
+                out.write(chunk)
+        if size == 0:
+            raise UploadError("the file is empty", name)
+        partial.replace(path)
+        info = await asyncio.get_running_loop().run_in_executor(None, validate_sequence, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        raise
+    return path, info
+
+
+def validate_sequence(path: Path) -> dict:
+    """Open `path` as a recorded sequence and decode frame 0; → {frames, width, height, fps}."""
+    try:
+        with open_sequence(path) as source:
+            if len(source) == 0:
+                raise UploadError("the sequence has no frames", path.name)
+            source[0]
+            return {"frames": len(source), "width": source.width, "height": source.height, "fps": source.fps}
+    except GBufferError as exc:
+        raise UploadError(exc.detail, path.name) from None
+    except (OSError, ValueError, KeyError, EOFError) as exc:   # a reader tripping over garbage bytes
+        raise UploadError(f"not a readable G-buffer sequence ({type(exc).__name__}: {exc})".splitlines()[0],
+                          path.name) from None

@@ -1,0 +1,198 @@
+"""The UI's REST routes (/api/ui/...) on the real app: gallery thumbnails, sources and uploads, schedule
+import for the timeline editor, render-to-MP4 jobs. The browser side is tests/test_ui_browser.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import av
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from prompt_presets import preset_names
+from studio.server import Settings, create_app
+from studio.ui import mount_ui
+from studio.ui.thumbnails import ThumbnailCache
+from studio.ui.uploads import UploadError, check_name
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(7)
+    np.save(d / "window-00.npy", rng.integers(0, 256, (4, 5, 32, 48, 3), dtype=np.uint8))
+    (d / "notes.txt").write_text("not a sequence")
+    return d
+
+
+@pytest.fixture(scope="module")
+def client(data_dir, tmp_path_factory):
+    app = create_app(Settings(data_dir=data_dir, width=64, height=48), player_at_root=False)
+    mount_ui(app, cache_dir=tmp_path_factory.mktemp("cache"), upload_limit=200_000,
+             prewarm_thumbnails=False)
+    with TestClient(app) as c:
+        yield c
+
+
+def npy_bytes(shape=(2, 5, 16, 24, 3)) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8))
+    return buf.getvalue()
+
+
+def test_root_redirects_to_the_studio_page(client):
+    res = client.get("/", follow_redirects=False)
+    assert res.status_code in (302, 307) and res.headers["location"] == "/studio/"
+    assert client.get("/?size=320x176", follow_redirects=False).headers["location"] == "/studio/?size=320x176"
+    page = client.get("/studio/")
+    assert page.status_code == 200 and "/ui/static/studio.js" in page.text
+
+
+def test_gallery_lists_every_preset_with_a_rendered_thumbnail(client):
+    tiles = client.get("/api/ui/presets").json()
+    assert [t["name"] for t in tiles] == preset_names()
+    first, second = (client.get(t["thumbnail"]) for t in tiles[:2])
+    assert first.headers["content-type"] == "image/png"
+    a, b = (np.asarray(Image.open(io.BytesIO(r.content)).convert("RGB"), np.float32) for r in (first, second))
+    assert a.shape == (112, 192, 3)
+    assert a.std() > 10                                  # a rendered scene, not a flat placeholder
+    assert np.abs(a - b).mean() > 10                     # two styles look different
+
+
+def test_thumbnails_are_prewarmed_into_the_disk_cache(tmp_path):
+    cache = ThumbnailCache(tmp_path)
+    cache.prewarm(["polar"]).join(60)
+    assert cache.path("polar").is_file() and not cache.path("volcano").exists()
+    assert ThumbnailCache(tmp_path).png("polar") == cache.path("polar").read_bytes()   # served from disk
+
+
+def test_unknown_preset_thumbnail_is_a_one_line_error(client):
+    res = client.get("/api/ui/presets/no_such_style/thumbnail.png")
+    assert res.status_code == 400
+    assert "unknown preset 'no_such_style'" in res.json()["error"] and "\n" not in res.json()["error"]
+
+
+def test_sources_list_the_engine_and_recorded_sequences(client):
+    ids = [s["id"] for s in client.get("/api/ui/sources").json()]
+    assert ids[0] == "engine" and "window-00.npy" in ids and "notes.txt" not in ids
+
+
+def test_a_valid_upload_becomes_a_source(client):
+    res = client.put("/api/ui/uploads/mine.npy", content=npy_bytes())
+    assert res.status_code == 200, res.text
+    assert res.json() == {"source": "uploads/mine.npy", "frames": 2, "width": 24, "height": 16, "fps": 30.0}
+    assert "uploads/mine.npy" in [s["id"] for s in client.get("/api/ui/sources").json()]
+
+
+@pytest.mark.parametrize("name, body, message", [
+    ("broken.npy", b"\x93NUMPY garbage", "broken.npy: "),
+    ("wrong.npy", npy_bytes((2, 4, 16, 24, 3)), "wrong.npy: "),
+    ("clip.gbuf.zip", b"PK not really a zip", "clip.gbuf.zip: "),
+    ("empty.npy", b"", "the file is empty"),
+    ("huge.npy", b"\0" * 300_000, "larger than the upload limit of 0.2 MiB"),
+    ("movie.mp4", b"1234", "is not a sequence file"),
+    (".hidden.npy", b"1234", "file name: use letters"),
+])
+def test_a_bad_upload_is_refused_with_one_line_and_not_kept(client, data_dir, name, body, message):
+    res = client.put(f"/api/ui/uploads/{name}", content=body)
+    assert res.status_code == 400, res.text
+    error = res.json()["error"]
+    assert message in error and "\n" not in error
+    assert not (data_dir / "uploads" / name).exists()
+
+
+def test_upload_names_are_checked():
+    with pytest.raises(UploadError, match="file name: use letters"):
+        check_name("../escape.npy")
+    assert check_name("run_01.gbuf.zip") == "run_01.gbuf.zip"
+
+
+def test_keyframe_text_and_parseq_import_to_schedule_json(client):
+    doc = client.post("/api/ui/schedule/import", json={"text": '0: "cyberpunk", 120: "volcano"'}).json()
+    assert [s["start"] for s in doc["segments"]] == [0, 120] and doc["version"] == 1
+    parseq = {"prompts": {"format": "v2", "enabled": True, "commonPrompt": {"positive": "", "negative": ""},
+                          "commonPromptPos": "append",
+                          "promptList": [{"name": "P1", "positive": "polar", "negative": "", "allFrames": False,
+                                          "from": 0, "to": 59, "overlap": {"inFrames": 0, "outFrames": 0,
+                                                                           "type": "none", "custom": ""}},
+                                         {"name": "P2", "positive": "volcano", "negative": "", "allFrames": False,
+                                          "from": 60, "to": 119, "overlap": {"inFrames": 0, "outFrames": 0,
+                                                                             "type": "none", "custom": ""}}]},
+              "options": {"output_fps": 30}, "keyframes": [{"frame": 0}, {"frame": 119}]}
+    res = client.post("/api/ui/schedule/import", json={"text": json.dumps(parseq)})
+    assert res.status_code == 200, res.text
+    assert len(res.json()["segments"]) >= 2
+
+
+def test_a_bad_schedule_names_the_field(client):
+    res = client.post("/api/ui/schedule/validate",
+                      json={"version": 1, "segments": [{"start": 5, "prompt": "cyberpunk"}]})
+    assert res.status_code == 400
+    assert "segments[0].start" in res.json()["error"]
+    res = client.post("/api/ui/schedule/import", json={"text": "{not json"})
+    assert res.status_code == 400 and "\n" not in res.json()["error"]
+
+
+def test_eight_worlds_is_the_637_frame_demo(client):
+    doc = client.get("/api/ui/schedules/eight_worlds").json()
+    assert doc["length"] == 637 and len(doc["segments"]) == 8
+    assert client.get("/api/ui/schedules/nine_worlds").status_code == 400
+
+
+def test_render_job_writes_a_playable_mp4_with_progress(client):
+    schedule = {"version": 1, "fps": 30, "length": 8,
+                "segments": [{"start": 0, "prompt": "polar"}, {"start": 4, "prompt": "volcano"}]}
+    job = client.post("/api/ui/renders", json={"schedule": schedule, "source": "window-00.npy"}).json()
+    assert job["state"] == "running" and job["frames"] == 8
+    deadline = time.monotonic() + 60
+    while job["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        job = client.get(f"/api/ui/renders/{job['id']}").json()
+    assert job["state"] == "done", job
+    assert job["progress"] == 1.0
+    video = client.get(job["download"])
+    assert video.headers["content-type"] == "video/mp4"
+    with av.open(io.BytesIO(video.content)) as container:
+        frames = list(container.decode(video=0))
+    assert len(frames) == 4                               # the recording ends after 4 frames
+    assert (frames[0].width, frames[0].height) == (64, 48)   # the size a live session of this server has
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"source": "nowhere.npy"}, "no sequence 'nowhere.npy'"),
+    ({"frames": 10**7}, "frames: "),
+    ({"renderer": "magic"}, "unknown renderer 'magic'"),
+])
+def test_a_bad_render_request_is_refused(client, body, message):
+    schedule = {"version": 1, "segments": [{"start": 0, "prompt": "polar"}]}
+    res = client.post("/api/ui/renders", json={"schedule": schedule, "frames": 4, **body})
+    assert res.status_code in (400, 422), res.text
+    assert message in res.json()["error"]
+
+
+def test_a_bad_render_size_is_refused_and_unknown_jobs_are_404(client):
+    schedule = {"version": 1, "segments": [{"start": 0, "prompt": "polar"}]}
+    res = client.post("/api/ui/renders", json={"schedule": schedule, "frames": 4, "size": "9000x9000"})
+    assert res.status_code == 400 and res.json()["where"] == "size"
+    assert client.get("/api/ui/renders/nope").status_code == 404
+
+
+def test_inspector_of_an_unknown_session_is_404(client):
+    res = client.get("/api/ui/sessions/nope/inspector.png")
+    assert res.status_code == 404 and "no live session 'nope'" in res.json()["error"]
+
+
+def test_a_connected_external_engine_is_offered_as_a_source(tmp_path):
+    from gbuffer.feed.client import FeedClient
+    from studio.server.background import BackgroundServer
+
+    server = BackgroundServer(Settings(port=0))
+    mount_ui(server.app, cache_dir=tmp_path, prewarm_thumbnails=False)
+    with server, FeedClient(f"{server.ws_url}/api/engine/feed", name="kart2", width=64, height=48, fps=30):
+        choices = httpx.get(f"{server.url}/api/ui/sources").json()
+    assert {"id": "feed:kart2", "title": "External engine kart2 (64x48)", "kind": "feed"} in choices
