@@ -1,0 +1,139 @@
+"""FlashPipeline: the Flash modules, loaded from a weights directory with one call, and one chunk's stages.
+
+    encode_gbuffer: G-buffer frames (B, T, 5, 3, H, W) → G-buffer latent (B, 80, t, h, w)
+    denoise:        noise + G-buffer latent + history + prompt → clean RGB latent (B, 16, t, h, w), 4 steps
+    decode:         RGB latent → RGB frames (B, T, 3, H, W), stateful across chunks
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from prompt_presets.presets import load_presets
+from renderer.flash.config import FlashConfig, get_config
+from renderer.flash.decoder import DecoderMemory, TinyDecoder
+from renderer.flash.gbuffer_encoder import GBufferEncoder
+from renderer.flash.history import HistoryInputs
+from renderer.flash.sampler import FewStepSampler
+from renderer.flash.text import CACHE_FILE, PromptBank, UMT5PromptEncoder, load_cache, random_embedding, save_cache
+from renderer.flash.transformer import FlashTransformer
+from renderer.flash import weights as layout
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str) -> torch.dtype:
+    return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+
+
+def preset_prompts() -> list[str]:
+    """Full prompt texts of the studio's presets: what a random-weights text cache holds."""
+    return [p.prompt for p in load_presets().values()]
+
+
+def cast_transformer(model: FlashTransformer, dtype: torch.dtype) -> FlashTransformer:
+    """Cast to dtype but keep what diffusers keeps in fp32 (time embedder, modulation tables, norms)."""
+    keep = tuple(model._keep_in_fp32_modules)
+    for name, param in model.named_parameters():
+        wanted = torch.float32 if any(part in keep for part in name.split(".")) else dtype
+        param.data = param.data.to(wanted)
+    return model
+
+
+class FlashPipeline:
+    def __init__(self, config: FlashConfig, transformer: FlashTransformer, gbuffer_encoder: GBufferEncoder,
+                 decoder: TinyDecoder, prompts: PromptBank, device: str = "cpu", dtype: torch.dtype = torch.float32):
+        self.config = config
+        self.device, self.dtype = torch.device(device), dtype
+        self.transformer = cast_transformer(transformer.to(self.device), dtype).eval().requires_grad_(False)
+        self.gbuffer_encoder = gbuffer_encoder.to(self.device, dtype).eval().requires_grad_(False)
+        self.decoder = decoder.to(self.device, dtype).eval().requires_grad_(False)
+        self.prompts = prompts
+        self.sampler = FewStepSampler(config.num_steps, config.timestep_shift)
+
+    # ---- construction -------------------------------------------------------------------------------------
+    @staticmethod
+    def build_modules(config: FlashConfig) -> tuple[FlashTransformer, GBufferEncoder, TinyDecoder]:
+        return (FlashTransformer(config), GBufferEncoder(config.gbuffer_hidden),
+                TinyDecoder(config.decoder_channels))
+
+    @classmethod
+    def random(cls, config: FlashConfig | str = "tiny", seed: int = 0, prompts: list[str] | None = None,
+               device: str | None = None, dtype: torch.dtype | None = None) -> "FlashPipeline":
+        """Randomly initialised modules (deterministic for a seed) and random prompt embeddings."""
+        config = get_config(config) if isinstance(config, str) else config
+        device = device or default_device()
+        torch.manual_seed(seed)
+        with torch.device(device):          # build in place: a full model on the GPU needs no CPU copy
+            modules = cls.build_modules(config)
+        texts = preset_prompts() + list(prompts or [])
+        bank = PromptBank(config.text_len, config.text_dim,
+                          {t: random_embedding(t, config.text_len, config.text_dim) for t in texts})
+        return cls(config, *modules, bank, device, dtype or default_dtype(device))
+
+    @classmethod
+    def from_dir(cls, root: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
+                 text_encoder: str | Path | None = None,
+                 prompt_fallback: Callable | None = None) -> "FlashPipeline":
+        """Load a directory in the official layout: bf16 on CUDA, fp32 on CPU unless `dtype` is given."""
+        root = Path(root)
+        layout.check_layout(root)
+        config = layout.read_config(root)
+        transformer, gbuffer_encoder, decoder = cls.build_modules(config)
+        layout.load_transformer_weights(transformer, root)
+        layout.load_module_weights(gbuffer_encoder, root / layout.GBUFFER_ENCODER)
+        layout.load_module_weights(decoder, root / layout.TINY_DECODER, ignore_prefixes=("encoder.",))
+        device = device or default_device()
+        cache_path = root / CACHE_FILE
+        cached = load_cache(cache_path) if cache_path.is_file() else {}
+        encoder = (UMT5PromptEncoder(text_encoder, config.text_len, config.text_dim, device)
+                   if text_encoder else None)
+        bank = PromptBank(config.text_len, config.text_dim, cached, encoder, prompt_fallback, cache_path)
+        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype or default_dtype(device))
+
+    def save(self, root: str | Path, dtype: torch.dtype | None = None) -> None:
+        """Write this pipeline in the official layout (plus its prompt cache)."""
+        root = Path(root)
+        dtype = dtype or (torch.bfloat16 if self.config.name == "full" else torch.float32)
+        layout.save_layout(root, self.config, self.transformer, self.gbuffer_encoder, self.decoder, dtype)
+        save_cache(root / CACHE_FILE, self.prompts.cached)
+
+    def parameter_counts(self) -> dict[str, int]:
+        return {name: sum(p.numel() for p in m.parameters())
+                for name, m in (("transformer", self.transformer), ("gbuffer_encoder", self.gbuffer_encoder),
+                                ("decoder", self.decoder))}
+
+    # ---- one chunk ----------------------------------------------------------------------------------------
+    def encode_gbuffer(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.gbuffer_encoder(frames.to(self.device, self.dtype))
+
+    def velocity(self, noisy: torch.Tensor, sigma: float, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
+                 history: HistoryInputs) -> torch.Tensor:
+        """The transformer's velocity for the noisy RGB latent (B, 16, t, h, w) at noise level sigma."""
+        timestep = torch.full((noisy.shape[0],), sigma * 1000.0, device=self.device, dtype=torch.float32)
+        hidden = torch.cat([noisy, gbuffer_latent], dim=1).to(self.dtype)
+        out = self.transformer(hidden, timestep, prompt.to(self.device, self.dtype), **history.kwargs(),
+                               return_dict=False)[0]
+        return out.float()
+
+    def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
+                history: HistoryInputs, start_step: int = 0,
+                on_step: Callable[[int], None] | None = None) -> torch.Tensor:
+        """Few-step sampling from `noise` (B, 16, t, h, w) float32; `start_step` > 0 continues a partly noised
+        latent (history re-cache). Returns the clean latent, float32."""
+        sigmas = self.sampler.sigmas().tolist()
+        x = noise.to(self.device, torch.float32)
+        for i in range(start_step, self.sampler.num_steps):
+            v = self.velocity(x, sigmas[i], gbuffer_latent, prompt, history)
+            x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1])
+            if on_step:
+                on_step(i)
+        return x
+
+    def decode(self, latents: torch.Tensor, memory: DecoderMemory) -> torch.Tensor:
+        return self.decoder(latents.to(self.dtype), memory).float()

@@ -1,0 +1,156 @@
+"""FlashSession: one streaming rollout, chunk by chunk, with bounded history and a stateful decoder.
+
+Per chunk of n <= chunk_size frames (n need not be a multiple of 4: the last group is padded by repeating
+the last frame and the output trimmed; the padded group stays in history):
+  1. frames → (1, T, 5, 3, H, W) float in [0, 1], resized to the session size if needed
+  2. G-buffer encoder → (1, 80, t, h, w),  t = ceil(n / 4)
+  3. prompt: the mean of the chunk's per-frame conditioning embeddings (a scheduled transition blends smoothly;
+     a switch takes effect at the first chunk that contains the new conditioning); optional history re-cache
+  4. 4-step denoise from seeded noise with [anchor | long | mid | short] history → clean latent (1, 16, t, h, w)
+  5. history.push; stateful decode → (1, 4t, 3, H, W) → first n frames as uint8 (n, H, W, 3)
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gbuffer.frame import GBufferFrame
+from prompt_presets.conditioning import Conditioning
+from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
+from renderer.flash.config import LATENT_CHANNELS, PATCH_MULTIPLE, SPATIAL_SCALE, TEMPORAL_SCALE
+from renderer.flash.decoder import DecoderMemory
+from renderer.flash.history import LatentHistory
+from renderer.flash.pipeline import FlashPipeline
+
+
+def check_size(width: int, height: int) -> None:
+    for name, v in (("width", width), ("height", height)):
+        if not isinstance(v, int) or v < PATCH_MULTIPLE or v % PATCH_MULTIPLE:
+            raise RendererError(f"{name} {v!r} must be a positive multiple of {PATCH_MULTIPLE} "
+                                f"(8x codec, 2x2 patches), e.g. 832x448", name)
+
+
+def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
+                     device: torch.device | str = "cpu") -> torch.Tensor:
+    """→ (1, T, 5, 3, H, W) float32 in [0, 1] on `device` (moved as uint8: 4x less to copy), T padded to a
+    multiple of 4 by repeating the last frame."""
+    data = torch.from_numpy(np.stack([f.data for f in frames])).to(device)      # (n, 5, h, w, 3) uint8
+    x = data.permute(0, 1, 4, 2, 3).float().div_(255.0)                         # (n, 5, 3, h, w)
+    if x.shape[-2:] != (height, width):
+        n = x.shape[0]
+        x = F.interpolate(x.flatten(0, 1), size=(height, width), mode="bilinear", antialias=True,
+                          align_corners=False).clamp_(0, 1).unflatten(0, (n, 5))
+    pad = -x.shape[0] % TEMPORAL_SCALE
+    if pad:
+        x = torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
+    return x.unsqueeze(0)
+
+
+class StageTimer:
+    """Milliseconds from one lap to the next; synchronises CUDA so GPU work counts in the stage that queued it."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.ms: dict[str, float] = {}
+        self.last = self._now()
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = self._now()
+        self.ms[stage] = (now - self.last) * 1e3
+        self.last = now
+
+
+def process_peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024     # Linux reports KiB
+
+
+class FlashSession(RenderSession):
+    def __init__(self, pipeline: FlashPipeline, width: int, height: int, seed: int, chunk_size: int,
+                 recache_on_switch: bool = False):
+        check_size(width, height)
+        self.pipeline = pipeline
+        self.width, self.height, self.seed, self.chunk_size = width, height, seed, chunk_size
+        self.recache_on_switch = recache_on_switch
+        cfg = pipeline.config
+        self.latent_size = (height // SPATIAL_SCALE, width // SPATIAL_SCALE)
+        self.history = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
+                                     pipeline.device, pipeline.dtype)
+        self.memory = DecoderMemory()
+        self.generator = torch.Generator().manual_seed(seed)
+        self.frames_rendered = 0
+        self.last_prompt: torch.Tensor | None = None
+        self._cuda = pipeline.device.type == "cuda"
+
+    def _noise(self, latent_frames: int) -> torch.Tensor:
+        # drawn on the CPU so a seed gives the same noise on every device
+        return torch.randn(1, LATENT_CHANNELS, latent_frames, *self.latent_size, generator=self.generator)
+
+    def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
+        check_chunk(self, frames, conditioning)
+        if self.history is None:
+            raise RendererError("this flash session is closed")
+        pipe = self.pipeline
+        prompt = pipe.prompts.chunk(conditioning).unsqueeze(0).to(pipe.device)   # (1, text_len, text_dim)
+        x = frames_to_tensor(frames, self.width, self.height, pipe.device)
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats(pipe.device)
+        timer = StageTimer(pipe.device)
+        with torch.inference_mode():
+            gbuffer_latent = pipe.encode_gbuffer(x)
+            timer.lap("gbuffer_encode")
+            switched = self.last_prompt is not None and not torch.equal(prompt, self.last_prompt)
+            if switched and self.recache_on_switch:
+                self._recache(prompt)
+                timer.lap("recache")
+            t = gbuffer_latent.shape[2]
+            latent = pipe.denoise(self._noise(t), gbuffer_latent, prompt, self.history.inputs(t),
+                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"))
+            self.history.push(latent, gbuffer_latent)
+            rgb = pipe.decode(latent, self.memory)
+            timer.lap("decode")
+        self.last_prompt = prompt
+        self.frames_rendered += len(frames)
+        out = rgb[0, : len(frames)].permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
+        peak = torch.cuda.max_memory_allocated(pipe.device) if self._cuda else process_peak_rss_bytes()
+        timings = dict(timer.ms)
+        timings["denoise"] = sum(v for k, v in timer.ms.items() if k.startswith("denoise_step_"))
+        timings["total"] = sum(timer.ms.values())
+        return RenderResult(out.cpu().numpy(), timings, int(peak))
+
+    def _recache(self, prompt: torch.Tensor) -> None:
+        """Re-render the short history under the new prompt: renoise it half way, finish the steps."""
+        if not self.history.has_anchor:
+            return
+        pipe = self.pipeline
+        n = self.history.sizes[2]
+        start = pipe.sampler.num_steps // 2
+        sigma = float(pipe.sampler.sigmas()[start])
+        noisy = pipe.sampler.add_noise(self.history.recent_rgb(n), self._noise(n).to(pipe.device), sigma)
+        clean = pipe.denoise(noisy, self.history.recent_gbuffer(n), prompt, self.history.inputs(n),
+                             start_step=start)
+        self.history.replace_recent(clean)
+
+    def state_bytes(self) -> int:
+        """Bytes held by the history and the decoder memory (constant after the first chunk)."""
+        if self.history is None:
+            return 0
+        return (sum(t.numel() * t.element_size() for t in self.history.tensors().values())
+                + self.memory.nbytes())
+
+    def close(self) -> None:
+        self.history = None
+        self.memory = DecoderMemory()
+        self.last_prompt = None
+        if self._cuda:
+            torch.cuda.empty_cache()

@@ -1,0 +1,165 @@
+"""Prompt text → umT5 embeddings: a cache file, an optional umT5 encoder, and blending of conditionings.
+
+Embeddings are (text_len, text_dim) float tensors: the umT5 hidden states of the prompt's tokens followed by
+zero rows up to text_len (Wan 2.1's convention). The cache (`text_embeddings.safetensors`) stores only the
+prompt's own rows under the key sha256(text); the file's metadata maps each key back to its text, so the cache
+can be listed and a studio can run with no text encoder at all.
+
+A conditioning is a weighted blend of prompts: "linear" sums the padded embeddings with the weights; "slerp"
+interpolates spherically (flattened), folding prompts in one by one for more than two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, OrderedDict
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from alaya_errors import UserError
+from prompt_presets.conditioning import Conditioning
+
+CACHE_FILE = "text_embeddings.safetensors"
+BLEND_CACHE_SIZE = 256
+
+
+class PromptError(UserError):
+    """A prompt the flash renderer has no embedding for and cannot encode."""
+
+
+def prompt_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def random_embedding(text: str, text_len: int, text_dim: int) -> torch.Tensor:
+    """A deterministic stand-in embedding for random weights: one row per word (at most text_len)."""
+    gen = torch.Generator().manual_seed(int(prompt_key(text)[:15], 16))
+    rows = min(max(len(text.split()), 1), text_len)
+    return torch.randn(rows, text_dim, generator=gen)
+
+
+def save_cache(path: Path, embeddings: dict[str, torch.Tensor]) -> None:
+    """embeddings: prompt text → (tokens, text_dim)."""
+    tensors = {prompt_key(t): e.float().contiguous() for t, e in embeddings.items()}
+    texts = {prompt_key(t): t for t in embeddings}
+    save_file(tensors, str(path), metadata={"prompts": json.dumps(texts)})
+
+
+def load_cache(path: Path) -> dict[str, torch.Tensor]:
+    """→ prompt text → (tokens, text_dim) float32."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            texts = json.loads((f.metadata() or {}).get("prompts", "{}"))
+            return {texts.get(k, k): f.get_tensor(k).float() for k in f.keys()}
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        raise PromptError(f"cannot read the prompt-embedding cache: {exc}", str(path)) from None
+
+
+class UMT5PromptEncoder:
+    """The umT5 text encoder of a local Wan 2.1 directory (diffusers layout: tokenizer/, text_encoder/)."""
+
+    def __init__(self, wan_dir: str | Path, text_len: int, text_dim: int, device: str = "cpu",
+                 dtype=torch.float32):
+        from transformers import AutoTokenizer, UMT5EncoderModel
+
+        wan_dir = Path(wan_dir)
+        for sub in ("tokenizer", "text_encoder"):
+            if not (wan_dir / sub).is_dir():
+                raise PromptError(f"no {sub}/ folder: expected a Wan 2.1 diffusers directory", str(wan_dir))
+        self.tokenizer = AutoTokenizer.from_pretrained(wan_dir / "tokenizer")
+        self.model = UMT5EncoderModel.from_pretrained(wan_dir / "text_encoder", torch_dtype=dtype).to(device).eval()
+        if self.model.config.d_model != text_dim:
+            raise PromptError(f"text encoder width {self.model.config.d_model} does not match the model's "
+                              f"text_dim {text_dim}", str(wan_dir))
+        self.text_len = text_len
+        self.device = device
+
+    @torch.no_grad()
+    def __call__(self, text: str) -> torch.Tensor:
+        tokens = self.tokenizer([text], padding="max_length", max_length=self.text_len, truncation=True,
+                                add_special_tokens=True, return_tensors="pt")
+        n = int(tokens.attention_mask.sum())
+        hidden = self.model(tokens.input_ids.to(self.device), tokens.attention_mask.to(self.device)).last_hidden_state
+        return hidden[0, :n].float().cpu()
+
+
+def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
+    """Spherical interpolation of two tensors of one shape, on their flattened directions; norms lerp."""
+    fa, fb = a.flatten().double(), b.flatten().double()
+    na, nb = fa.norm(), fb.norm()
+    if na < 1e-12 or nb < 1e-12:
+        return torch.lerp(a, b, t)
+    ua, ub = fa / na, fb / nb
+    omega = torch.arccos(torch.clamp(ua @ ub, -1.0, 1.0))
+    if omega < 1e-6:
+        return torch.lerp(a, b, t)
+    so = torch.sin(omega)
+    u = (torch.sin((1 - t) * omega) / so) * ua + (torch.sin(t * omega) / so) * ub
+    return (u * ((1 - t) * na + t * nb)).reshape(a.shape).to(a.dtype)
+
+
+def blend(embeddings: list[torch.Tensor], weights: list[float], mode: str) -> torch.Tensor:
+    if mode == "linear" or len(embeddings) == 1:
+        return sum(w * e for w, e in zip(weights, embeddings))
+    out, acc = embeddings[0], weights[0]
+    for e, w in zip(embeddings[1:], weights[1:]):
+        if acc + w > 0:
+            out = slerp(out, e, w / (acc + w))
+        acc += w
+    return out
+
+
+class PromptBank:
+    """Conditioning → (text_len, text_dim) embedding, from the cache, else the encoder, else a PromptError.
+
+    `fallback(text) -> Conditioning | None` (optional) maps an unknown free-text prompt to a blend of known
+    prompts (e.g. the nearest presets) when no encoder is loaded.
+    """
+
+    def __init__(self, text_len: int, text_dim: int, cached: dict[str, torch.Tensor] | None = None,
+                 encoder: Callable[[str], torch.Tensor] | None = None,
+                 fallback: Callable[[str], Conditioning | None] | None = None, cache_path: Path | None = None):
+        self.text_len, self.text_dim = text_len, text_dim
+        self.cached = dict(cached or {})
+        self.encoder = encoder
+        self.fallback = fallback
+        self.cache_path = cache_path
+        for text, e in self.cached.items():
+            if e.ndim != 2 or e.shape[1] != text_dim:
+                raise PromptError(f"cached embedding of {text[:40]!r} has shape {tuple(e.shape)}, "
+                                  f"expected (tokens, {text_dim})", str(cache_path or CACHE_FILE))
+        self._blends: OrderedDict[Conditioning, torch.Tensor] = OrderedDict()   # LRU: transitions make many
+
+    def prompt(self, text: str) -> torch.Tensor:
+        if text not in self.cached:
+            if self.encoder is None:
+                mapped = self.fallback(text) if self.fallback else None
+                if mapped is None or any(p.text not in self.cached for p in mapped.prompts):
+                    raise PromptError(
+                        f"no embedding for prompt {text[:60]!r} and no text encoder loaded; add it with "
+                        f"'alaya-studio flash embed DIR \"...\" --text-encoder WAN_DIR' or pass text_encoder=WAN_DIR")
+                return self.conditioning(mapped)
+            self.cached[text] = self.encoder(text)
+        e = self.cached[text][: self.text_len]
+        return torch.cat([e, e.new_zeros(self.text_len - e.shape[0], self.text_dim)])
+
+    def conditioning(self, cond: Conditioning) -> torch.Tensor:
+        if cond in self._blends:
+            self._blends.move_to_end(cond)
+            return self._blends[cond]
+        embeds = [self.prompt(p.text) for p in cond.prompts]
+        self._blends[cond] = out = blend(embeds, [p.weight for p in cond.prompts], cond.mode)
+        if len(self._blends) > BLEND_CACHE_SIZE:
+            self._blends.popitem(last=False)
+        return out
+
+    def chunk(self, conds: Iterable[Conditioning]) -> torch.Tensor:
+        """One embedding for a chunk: the mean of its frames' conditionings (smooth under transitions)."""
+        counts = Counter(conds)              # a chunk usually holds one or two distinct conditionings
+        total = sum(counts.values())
+        return sum((n / total) * self.conditioning(c) for c, n in counts.items())
