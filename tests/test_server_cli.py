@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("argv, match", [
     (["serve", "--port", "70000"], "--port: 70000 is not a TCP port"),
     (["serve", "--max-sessions", "0"], "--max-sessions"),
-    (["serve", "--size", "wide"], "--size: 'wide' is not WxH"),
+    (["serve", "--size", "wide"], "--size: size 'wide' is not WIDTHxHEIGHT"),
     (["serve", "--data-dir", "/no/such/dir"], "--data-dir"),
     (["serve", "--renderer", "magic"], "unknown renderer 'magic'"),
     (["engine", "--connect", "http://x"], "--connect: 'http://x' is not a ws:// or wss:// URL"),

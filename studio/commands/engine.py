@@ -25,15 +25,13 @@ def register(sub) -> None:
 def run(args) -> int:
     from gbuffer.engine import EngineSource
     from gbuffer.feed.client import FeedClient, stream_source
+    from studio.commands._args import parse_size
 
-    m = re.fullmatch(r"(\d+)x(\d+)", args.size)
-    if not m:
-        raise UserError(f"{args.size!r} is not WxH, e.g. 416x224", "--size")
+    width, height = parse_size(args.size, "--size")
     if not re.match(r"^wss?://", args.connect):
         raise UserError(f"{args.connect!r} is not a ws:// or wss:// URL", "--connect")
     if not 0 < args.fps <= 240:
         raise UserError(f"{args.fps:g} is not a frame rate in (0, 240]", "--fps")
-    width, height = int(m.group(1)), int(m.group(2))
     client = FeedClient(args.connect, name=args.name, width=width, height=height, fps=args.fps,
                         token=args.token, compression=args.compression)
     with EngineSource(width=width, height=height, fps=args.fps, seed=args.seed, autopilot=True) as engine:

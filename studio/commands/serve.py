@@ -24,24 +24,25 @@ def register(sub) -> None:
 
 
 def settings_from_args(args):
-    from studio.server.models import SIZE_PATTERN
+    from studio.commands._args import parse_size
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
         raise UserError(f"{args.port} is not a TCP port", "--port")
     if args.max_sessions < 1:
         raise UserError(f"{args.max_sessions} must be at least 1", "--max-sessions")
-    m = SIZE_PATTERN.match(args.size)
-    if not m:
-        raise UserError(f"{args.size!r} is not WxH, e.g. 416x224", "--size")
+    width, height = parse_size(args.size, "--size")
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
         raise UserError(f"{args.weights} is not a directory", "--weights")
     options = {"weights": str(args.weights)} if args.weights else {}
+    if args.renderer == "flash":
+        # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
+        options["unknown_prompt"] = "presets"
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=int(m.group(1)), height=int(m.group(2)), fps=args.fps)
+                    width=width, height=height, fps=args.fps)
 
 
 def expose_warning(settings) -> str | None:
