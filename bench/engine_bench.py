@@ -10,6 +10,7 @@ machine disturbs much less than wall-clock FPS.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -42,16 +43,22 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=120)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
+    rows = []
     # Other work on the machine slows llvmpipe down; say how busy it was so figures can be judged.
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         r = measure(w, h, args.frames, args.warmup, args.seed)
+        rows.append(r)
         print(f"{r['size']:>9}  {r['triangles']} triangles  median {r['fps_median']:.1f} FPS  "
               f"(p10 {r['fps_p10']:.1f}, p90 {r['fps_p90']:.1f}) over {r['frames']} frames, "
               f"{r['cpu_ms_per_frame']:.1f} CPU ms/frame")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"benchmark": "engine", "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--chunk-size", type=int, default=None)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared machine)")
     ap.add_argument("--weights", default=None, help="a weights directory (default: random tiny weights)")
+    ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     options = {"chunk_size": args.chunk_size} if args.chunk_size else {}
@@ -37,6 +38,8 @@ def main() -> None:
     report = {"renderer": renderer.describe(), "size": f"{args.width}x{args.height}", "threads": args.threads,
               **timed_rollout(renderer, frames, args.width, args.height)}
     print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"benchmark": "flash_cpu", **report}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

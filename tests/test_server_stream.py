@@ -7,7 +7,6 @@ frame it is.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from gbuffer.formats import write_npy_windows
+from helpers.sessions import wait_no_sessions
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings
 from studio.server.background import BackgroundServer
@@ -36,13 +36,6 @@ def studio(tmp_path_factory):
 
 def run(coro):
     return asyncio.run(coro)
-
-
-async def wait_no_sessions(studio, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while studio.sessions and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    return not studio.sessions
 
 
 def picture_mean(rgb: np.ndarray) -> np.ndarray:

@@ -152,6 +152,8 @@ def parse_client_message(text: str | bytes) -> BaseModel:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"not JSON ({exc.msg} at character {exc.pos})", "data channel") from None
+    except RecursionError:  # json's C parser recurses per nesting level; 64 KiB of '[' exhausts the stack
+        raise ProtocolError("JSON nested too deeply", "data channel") from None
     if not isinstance(data, dict):
         raise ProtocolError("a message is a JSON object with a 'type'", "data channel")
     kind = data.get("type")

@@ -74,6 +74,8 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FeedError(f"not JSON ({exc.msg})", "hello", CLOSE["bad_request"]) from None
+    except RecursionError:  # json's C parser recurses per nesting level
+        raise FeedError("JSON nested too deeply", "hello", CLOSE["bad_request"]) from None
     if not isinstance(data, dict) or data.get("type") != "hello":
         raise FeedError("the first message must be {\"type\": \"hello\", ...}", "hello", CLOSE["bad_request"])
     if data.get("protocol") != FEED_PROTOCOL:

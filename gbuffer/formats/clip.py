@@ -88,6 +88,8 @@ class ChannelVideo:
             if not self.container.streams.video:
                 raise GBufferError("has no video stream", str(path))
             self.stream = self.container.streams.video[0]
+            if self.stream.codec_context is None:  # e.g. a truncated file whose codec parameters are cut off
+                raise GBufferError("has no decodable video stream (truncated or corrupt?)", str(path))
             self.stream.thread_type = "AUTO"
             self.height, self.width = self.stream.codec_context.height, self.stream.codec_context.width
             rate = self.stream.average_rate or self.stream.guessed_rate
@@ -112,12 +114,12 @@ class ChannelVideo:
                 pts.append(packet.pts)
                 if packet.is_keyframe:
                     keys.append(packet.pts)
+            self.container.seek(0)  # a truncated file can fail here too (EPERM from FFmpeg's mov demuxer)
         except av.FFmpegError as exc:
             raise _video_error(self.path, exc) from None
         self.pts = sorted(pts)  # display order
         self.index_of = {p: i for i, p in enumerate(self.pts)}
         self.keyframes = sorted(self.index_of[p] for p in keys)
-        self.container.seek(0)
 
     def __len__(self) -> int:
         return len(self.pts)
@@ -128,7 +130,10 @@ class ChannelVideo:
         keyframe = self.keyframes[k] if k >= 0 else 0
         if self._decoded is None or not keyframe <= self._next <= index:
             # Decoding forward from where we are would not reach `index` cheaper than from its keyframe.
-            self.container.seek(self.pts[keyframe], stream=self.stream, backward=True)
+            try:
+                self.container.seek(self.pts[keyframe], stream=self.stream, backward=True)
+            except av.FFmpegError as exc:
+                raise _video_error(self.path, exc, f"frame {index} cannot be reached") from None
             self.seeks += 1
             self._decoded = self.container.decode(self.stream)
             self._next = -1  # unknown until the first frame arrives

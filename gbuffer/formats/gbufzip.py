@@ -63,6 +63,8 @@ class Manifest:
             doc = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise GBufferError(f"manifest.json is not valid JSON: {exc}", where) from None
+        except RecursionError:  # json's C parser recurses per nesting level
+            raise GBufferError("manifest.json is not valid JSON: nested too deeply", where) from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
             raise GBufferError(f"manifest.json does not describe an {FORMAT_NAME} archive", where)
         version = doc.get("version")
@@ -86,7 +88,8 @@ class Manifest:
         positive_int("width", self.width)
         positive_int("height", self.height)
         positive_int("frame_count", self.frame_count)
-        check_fps(self.fps, f"{where}: manifest.json")
+        if check_fps(self.fps, f"{where}: manifest.json") is None:  # check_fps lets None through as "not given"
+            raise GBufferError("manifest.json: fps must be a positive number, got None", where)
         if not isinstance(self.channels, list) or self.channels != list(CHANNELS):
             raise GBufferError(f"manifest.json: channels are {self.channels}, expected {list(CHANNELS)}", where)
         if self.frame_layout != FRAME_LAYOUT:
@@ -266,6 +269,8 @@ class GbufZipSource(RecordedSource):
                 meta = json.loads(self._entry(name, index))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise GBufferError(f"metadata is not valid JSON: {exc}", where) from None
+            except RecursionError:
+                raise GBufferError("metadata is not valid JSON: nested too deeply", where) from None
         timestamp = index / self.fps if self._retimed else float(self.manifest.timestamps[index])
         return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta)
 

@@ -25,3 +25,5 @@ def load_json(text: str, where: str | None = None) -> Any:
         raise ScheduleError(exc.detail, where) from None
     except json.JSONDecodeError as exc:
         raise ScheduleError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", where) from None
+    except RecursionError:  # json's C parser recurses per nesting level; a few KiB of '[' exhausts the stack
+        raise ScheduleError("not valid JSON: nested too deeply", where) from None

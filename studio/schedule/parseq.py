@@ -23,6 +23,7 @@ prompt covers. Negative prompts are dropped with a warning (the flash model has 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from prompt_presets import resolve_prompt
@@ -89,7 +90,7 @@ def _last_frame(data: dict, prompts: list, where: str | None) -> int:
     if not isinstance(keyframes, list):
         raise ScheduleError("keyframes: expected a list of {\"frame\": ...} objects", where)
     frames = [k.get("frame") for k in keyframes if isinstance(k, dict)]
-    frames = [f for f in frames if isinstance(f, (int, float)) and not isinstance(f, bool)]
+    frames = [f for f in frames if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f)]
     if frames:
         last = int(max(frames))
     else:

@@ -109,6 +109,12 @@ class SessionManager:
                 self._renderers[name] = create_renderer(name, **options)
             return self._renderers[name]
 
+    def use_renderer(self, name: str, renderer: Renderer) -> None:
+        """Serve backend `name` (one of RENDERERS) with this object: a model loaded elsewhere, or in tests a
+        renderer that fails on purpose."""
+        with self._renderer_lock:
+            self._renderers[name] = renderer
+
     def open_source(self, plan: SessionPlan, session_id: str) -> Source:
         name = plan.source
         if name.startswith("feed:"):
@@ -119,8 +125,12 @@ class SessionManager:
             raise OfferError(f"{name!r} is not 'demo', 'engine' or 'feed:NAME', and this studio serves no "
                              "recorded sequences (start it with --data-dir)", "source")
         root = Path(self.settings.data_dir).resolve()
-        path = (root / name).resolve()
-        if not path.is_relative_to(root) or not path.exists():
+        try:
+            path = (root / name).resolve()
+        except (ValueError, OSError):  # a NUL byte in the name, a symlink loop: refused below
+            path = root
+        # the root itself is no sequence either (opening it would echo the server's path in the error)
+        if path == root or not path.is_relative_to(root) or not path.exists():
             raise OfferError(f"no sequence {name!r} in the data directory", "source")
         return open_source([str(path)], fps=plan.fps)
 

@@ -1,0 +1,274 @@
+"""Fuzzed wire input: data-channel messages (parser and a running session), engine-feed hellos and frames, and
+WebRTC offers posted to a running studio. Each gives a clear error (ProtocolError / FeedError / HTTP 4xx JSON)
+or a valid result; a live session survives every message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import zlib
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from gbuffer.feed.protocol import FRAME_HEADER, FRAME_MAGIC, FeedError, FeedLimits, Hello, decode_frame, parse_hello
+from gbuffer.formats import open_sequence, write_npy_windows
+from helpers.fuzz import fuzz_settings, outcome
+from prompt_presets import REPORT_STYLES
+from renderer.reference import ReferenceRenderer
+from renderer.reference.synthetic import synthetic_gbuffer
+from studio.rollout import Rollout
+from studio.schedule import Schedule
+from studio.server import Settings
+from studio.server.background import BackgroundServer
+from studio.server.session import LiveSession
+from webrtc.protocol import KEYS, MESSAGE_TYPES, ProtocolError, parse_client_message
+
+scalars = st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats() | st.text(max_size=10)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+prompt_spec = st.dictionaries(st.sampled_from(["text", "preset", "weight", "x"]),
+                              scalars | st.sampled_from(list(REPORT_STYLES)), max_size=3)
+# message-shaped objects: a known type and fields drawn from every message's field names
+message_dicts = st.fixed_dictionaries(
+    {"type": st.sampled_from(MESSAGE_TYPES)},
+    optional={"text": st.text(max_size=30) | st.sampled_from(["cyberpunk", '0: polar, 40: volcano', "[" * 3000]),
+              "name": st.sampled_from(list(REPORT_STYLES) + ["nope", ""]) | scalars,
+              "transition": st.integers(-5, 20_000) | scalars, "frame": st.integers(-5, 10**9) | scalars,
+              "prompts": st.lists(prompt_spec, max_size=9) | scalars, "mode": st.sampled_from(["linear", "slerp", "x"]),
+              "schedule": json_values | st.just({"version": 1, "segments": [{"start": 0, "prompt": "polar"}]}),
+              "on": scalars, "key": st.sampled_from(KEYS + ("jump",)), "down": scalars,
+              "steer": st.floats() | scalars, "throttle": st.floats(), "brake": st.floats(), "reset": scalars,
+              "extra": scalars})
+messages = (message_dicts.map(json.dumps) | json_values.map(json.dumps) | st.text(max_size=60)
+            | st.binary(max_size=60) | st.sampled_from(["[" * 60_000, '{"type": ' * 10_000, "x" * 70_000]))
+
+
+def test_deeply_nested_messages_are_protocol_errors():
+    for text in ("[" * 60_000, '{"type": ' * 6_000):
+        with pytest.raises(ProtocolError, match="nested too deeply"):
+            parse_client_message(text)
+
+
+@fuzz_settings(400)
+@given(message=messages)
+def test_data_channel_parser(message):
+    result = outcome(parse_client_message, message)
+    assert isinstance(result, (BaseModel, ProtocolError)), result
+
+
+# ---- a running session takes any message ------------------------------------------------------------------
+
+class RecordingChannel:
+    """Stands in for the browser's end of the data channel: keeps what the session sends."""
+
+    readyState = "open"
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    def send(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    def on(self, event, handler=None):  # the session registers handlers; messages here come from the test
+        return handler if handler is not None else (lambda f: f)
+
+
+@pytest.fixture(scope="module")
+def live_session(tmp_path_factory):
+    """A real session (recorded sequence, reference renderer, worker thread) on an event loop of its own."""
+    folder = tmp_path_factory.mktemp("seq")
+    write_npy_windows((synthetic_gbuffer(32, 16, i / 30, i) for i in range(24)), folder)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    rollout = Rollout(open_sequence([folder]), Schedule.single("cyberpunk"),
+                      ReferenceRenderer("cpu").open_session(32, 16))
+    session = LiveSession("fuzz", rollout, fps=30, source_name="seq", renderer_name="reference", loop=loop)
+    channel = RecordingChannel()
+    session.attach_channel(channel)
+    session.start()
+    yield session, channel
+    asyncio.run_coroutine_threadsafe(session.close(), loop).result(20)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def drain_frames(session) -> None:
+    """Take what the worker produced so it keeps rendering (the video track's job in a real peer)."""
+    session.buffer.clear()
+
+
+def worker_alive(session) -> bool:
+    return any(t.name == f"session-{session.id}" and t.is_alive() for t in threading.enumerate())
+
+
+@fuzz_settings(150)
+@given(message=messages)
+def test_a_live_session_survives_any_message(live_session, message):
+    session, channel = live_session
+    session.handle_message(message)  # on the loop in production; thread-safe by design (commands are queued)
+    drain_frames(session)
+    assert worker_alive(session), "the session's worker died"
+
+
+def test_the_session_answered_acks_and_one_line_errors_never_internal_ones(live_session):
+    session, channel = live_session
+    mark = len(channel.sent)
+    for message in [{"type": "preset", "name": "volcano"}, {"type": "seek", "frame": 10**9},
+                    {"type": "schedule", "text": "0: polar, 10: volcano"}, {"type": "schedule", "text": "[" * 3000},
+                    {"type": "switch", "frame": 5, "prompts": [{"preset": "polar", "weight": 0}]},
+                    {"type": "key", "key": "left", "down": True}, {"type": "play"}]:
+        session.handle_message(json.dumps(message))
+    deadline = time.monotonic() + 20
+    while not any(m.get("request") == "play" for m in channel.sent[mark:]) and time.monotonic() < deadline:
+        drain_frames(session)
+        time.sleep(0.05)
+    acks = [m for m in channel.sent[mark:] if m["type"] == "ack"]
+    errors = [m for m in channel.sent if m["type"] == "error"]  # the fuzzed messages' errors too
+    assert {"preset", "schedule", "play"} <= {a["request"] for a in acks}, acks
+    assert any("cannot seek" in e["message"] for e in errors[-10:]) and any("nested" in e["message"] for e in errors)
+    assert not [e for e in errors if "internal error" in e["message"]], errors
+    assert all("\n" not in e["message"] for e in errors)
+    assert worker_alive(session) and session.state == "playing"
+
+
+# ---- engine feed ------------------------------------------------------------------------------------------
+
+HELLO = Hello("fuzz", 16, 8, 30.0, "zlib")
+hello_dicts = st.fixed_dictionaries(
+    {"type": st.sampled_from(["hello", "frame"]) | scalars},
+    optional={"protocol": st.sampled_from([1, 2]) | scalars, "name": st.sampled_from(["kart", "../x", ""]) | scalars,
+              "width": st.integers(-10, 100_000) | scalars, "height": st.integers(-10, 100_000) | scalars,
+              "fps": st.floats() | scalars, "compression": st.sampled_from(["none", "zlib", "lzma"]) | scalars})
+
+
+@fuzz_settings(300)
+@given(text=hello_dicts.map(json.dumps) | json_values.map(json.dumps) | st.text(max_size=50) | st.binary(max_size=20)
+       | st.sampled_from(["[" * 50_000, '{"type": "hello", "x": ' * 5000]))
+def test_feed_hello_parser(text):
+    result = outcome(parse_hello, text, FeedLimits())
+    assert isinstance(result, (Hello, FeedError)), result
+    if isinstance(result, Hello):
+        assert 8 <= result.width and 8 <= result.height and result.width * result.height <= FeedLimits().max_pixels
+
+
+frame_bytes = 5 * 8 * 16 * 3
+
+
+@fuzz_settings(300)
+@given(magic=st.sampled_from([FRAME_MAGIC, b"AGBX"]), version=st.integers(0, 255), compression=st.integers(0, 3),
+       width=st.sampled_from([16, 17, 0, 65535]), height=st.sampled_from([8, 9, 0]), index=st.integers(0, 2**32 - 1),
+       ts=st.integers(-2**63, 2**63 - 1),
+       payload=st.binary(max_size=64) | st.just(bytes(frame_bytes)) | st.just(zlib.compress(bytes(frame_bytes)))
+       | st.just(zlib.compress(bytes(100 * frame_bytes))) | st.integers(0, 2 * frame_bytes).map(bytes),
+       cut=st.integers(0, 30))
+def test_feed_frame_decoder(magic, version, compression, width, height, index, ts, payload, cut):
+    message = (FRAME_HEADER.pack(magic, version, compression, width, height, index, ts) + payload)
+    message = message[:len(message) - cut]  # truncated, possibly into the header
+    result = outcome(decode_frame, message, HELLO)
+    assert isinstance(result, FeedError) or result.data.shape == (5, 8, 16, 3)
+
+
+# ---- WebRTC offers against a running studio ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data")
+    write_npy_windows((synthetic_gbuffer(32, 16, i / 30, i) for i in range(8)), data / "tiny")
+    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data, connect_timeout_s=2)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def real_offer_sdp() -> str:
+    async def make() -> str:
+        from aiortc import RTCPeerConnection
+
+        pc = RTCPeerConnection()
+        pc.addTransceiver("video", direction="recvonly")
+        pc.createDataChannel("control")
+        await pc.setLocalDescription(await pc.createOffer())
+        sdp = pc.localDescription.sdp
+        await pc.close()
+        return sdp
+    return Sdp(asyncio.run(make()))
+
+
+class Sdp(str):
+    def __repr__(self) -> str:
+        return f"<sdp {len(self)} chars>"
+
+
+def garbled(sdp: str, data) -> str:
+    lines = sdp.splitlines()
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["drop", "dup", "edit", "swap"]))
+        if action == "drop":
+            del lines[i]
+        elif action == "dup":
+            lines.insert(i, lines[i])
+        elif action == "swap":
+            j = data.draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            cut = data.draw(st.integers(0, len(lines[i])))
+            lines[i] = lines[i][:cut] + data.draw(st.text(max_size=12))
+        if not lines:
+            lines = ["m=video"]
+    return "\r\n".join(lines) + "\r\n"
+
+
+@fuzz_settings(80, deadline_ms=20_000)
+@given(data=st.data())
+def test_garbage_offers_get_4xx_json(studio, real_offer_sdp, data):
+    sdp = data.draw(st.sampled_from(["garbled", "text", "scalar"]))
+    body = {"sdp": (garbled(real_offer_sdp, data) if sdp == "garbled" else
+                    "m=video " + data.draw(st.text(max_size=80)) if sdp == "text" else data.draw(scalars)),
+            "type": data.draw(st.sampled_from(["offer", "answer", 1])),
+            "source": data.draw(st.sampled_from(["tiny", "../tiny", "/etc/passwd", "feed:x", "tiny\x00", ""])
+                                | scalars)}
+    for key in data.draw(st.lists(st.sampled_from(["size", "fps", "bitrate", "seed", "stamp", "schedule", "prompt",
+                                                   "renderer", "loop", "bogus"]), max_size=3)):
+        body[key] = data.draw(json_values | st.sampled_from(["16x16", "4000x4000", "eight_worlds", "reference"]))
+    # json.dumps writes NaN / Infinity, which Python JSON parsers (the server's too) accept
+    res = httpx.post(f"{studio.url}/api/webrtc/offer", content=json.dumps(body),
+                     headers={"content-type": "application/json"}, timeout=30)
+    if res.status_code == 200:  # a garbled-but-valid SDP: a real session that never connects and is dropped
+        assert res.json()["session_id"]
+        return
+    assert res.status_code in (400, 422, 503), (res.status_code, res.text)
+    error = res.json()["error"]
+    assert error and "\n" not in error, error
+
+
+@pytest.mark.parametrize("body", ['{"sdp": ' + "[" * 50_000, "[" * 100_000, "\xff\xfe", "null", '"sdp"'])
+def test_unparseable_offer_bodies_are_4xx(studio, body):
+    res = httpx.post(f"{studio.url}/api/webrtc/offer", content=body.encode("utf-8", "surrogateescape"),
+                     headers={"content-type": "application/json"}, timeout=30)
+    assert 400 <= res.status_code < 500 and res.json()["error"], res.text
+
+
+def test_the_studio_is_healthy_after_the_garbage(studio):
+    deadline = time.monotonic() + 10
+    while studio.sessions and time.monotonic() < deadline:  # sessions from valid-but-garbled SDPs time out
+        time.sleep(0.2)
+    health = httpx.get(f"{studio.url}/api/health").json()
+    assert health["status"] == "ok" and health["sessions"] == 0
+
+
+def test_a_deeply_nested_feed_hello_closes_the_feed_with_a_reason(studio):
+    with connect(f"{studio.ws_url}/api/engine/feed") as ws:
+        ws.send("[" * 50_000)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd.code == 4400 and "nested too deeply" in closed.value.rcvd.reason
+
