@@ -10,17 +10,20 @@ class PlayerInput:
     """Controls applied at the next engine tick.
 
     steer: -1 (full left) .. +1 (full right); throttle and brake: 0 .. 1;
-    reset: put the kart back on the track at the last checkpoint.
+    reset: put the kart back on the track at the last checkpoint;
+    handbrake: the brake brings the kart to rest and holds it there (the Space key); without it a brake held at
+    a standstill reverses (the Down key), as in most kart games.
     """
 
     steer: float = 0.0
     throttle: float = 0.0
     brake: float = 0.0
     reset: bool = False
+    handbrake: bool = False
 
     def clamped(self) -> "PlayerInput":
         def clamp(v: float, lo: float, hi: float) -> float:
             return float(min(hi, max(lo, v)))
 
         return PlayerInput(clamp(self.steer, -1, 1), clamp(self.throttle, 0, 1),
-                           clamp(self.brake, 0, 1), bool(self.reset))
+                           clamp(self.brake, 0, 1), bool(self.reset), bool(self.handbrake))

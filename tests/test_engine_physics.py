@@ -74,6 +74,17 @@ def test_throttle_moves_and_brake_stops():
     assert s.forward_speed <= 0.5
 
 
+def test_brake_held_at_a_standstill_reverses_but_the_handbrake_holds():
+    sims = [EngineSimulation(seed=0, autopilot=False) for _ in range(2)]
+    for sim in sims:
+        drive(sim, [PlayerInput(throttle=1.0)] * (2 * TICK_HZ))
+    reversing = drive(sims[0], [PlayerInput(brake=1.0)] * (4 * TICK_HZ))
+    holding = drive(sims[1], [PlayerInput(brake=1.0, handbrake=True)] * (4 * TICK_HZ))
+    assert reversing[-1].forward_speed < -3.0
+    assert min(s.forward_speed for s in holding) > -1e-6  # never rolls backwards
+    assert all(s.speed < 0.01 for s in holding[-TICK_HZ:])  # at rest for the whole last second
+
+
 def _aim_at(physics: KartPhysics, x: float, z: float, distance: float) -> None:
     """Stand the kart `distance` metres from (x, z), facing it."""
     s = physics.state

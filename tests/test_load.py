@@ -131,14 +131,12 @@ def test_a_heavy_schedule_message_does_not_stall_other_sessions(studio):
             mark = await heavy.send({"type": "schedule", "schedule": heavy_parseq_schedule(600_000)})
             await asyncio.sleep(0.2)  # the message is across
             n = len(bystander.frames)
-            started = time.monotonic()
             async with httpx.AsyncClient(base_url=studio.url) as http:
                 assert (await http.get("/api/health", timeout=10)).status_code == 200
-            answered = time.monotonic() - started
-            busy = not any(m.get("request") == "schedule" for m in heavy.messages[mark:])
-            await bystander.wait_frames(n + 20, timeout=5)
-            assert busy, "the schedule parsed too fast to show anything; make it heavier"
-            assert answered < 1.0, f"the studio took {answered:.1f} s to answer while a schedule was parsed"
+            # Had the parse run on the event loop, the answer would only come after it (and its ack) finished.
+            still_parsing = not any(m.get("request") == "schedule" for m in heavy.messages[mark:])
+            assert still_parsing, "the studio answered only after the schedule was parsed (or it parsed too fast)"
+            await bystander.wait_frames(n + 20, timeout=10)
             await heavy.wait_message("ack", timeout=120, after=mark, request="schedule")
         assert await wait_no_sessions(studio, timeout=20)
     asyncio.run(scenario())

@@ -102,7 +102,8 @@ KEYS = ("left", "right", "up", "down", "space", "reset")
 
 
 class Key(_Message):
-    """A key going down or up; `left/right` steer, `up` throttle, `down/space` brake, `reset` once on down."""
+    """A key going down or up; `left/right` steer, `up` throttle, `down` brake then reverse, `space` brake and
+    hold (never reverses), `reset` once on down."""
 
     type: Literal["key"]
     key: Literal["left", "right", "up", "down", "space", "reset"]
@@ -181,7 +182,8 @@ class KeyState:
         steer = float("right" in self.held) - float("left" in self.held)
         reset = down and key == "reset"
         return PlayerInput(steer=steer, throttle=float("up" in self.held),
-                           brake=float(bool({"down", "space"} & self.held)), reset=reset)
+                           brake=float(bool({"down", "space"} & self.held)), reset=reset,
+                           handbrake="space" in self.held and "down" not in self.held)
 
 
 def error_message(exc: Exception, request: str | None = None) -> dict:

@@ -133,8 +133,10 @@ class KartPhysics:
 
         # Longitudinal: engine, brakes, drag, rolling resistance, slope.
         a = c.throttle * ACCEL * max(0.0, 1.0 - max(v_f, 0.0) / TOP_SPEED * 0.35)
-        if c.brake > 0:
-            a -= c.brake * BRAKE_DECEL if v_f > 0.5 else c.brake * REVERSE_ACCEL * (v_f > -MAX_REVERSE)
+        if c.brake > 0 and (v_f > 0.5 or c.handbrake):
+            a -= c.brake * BRAKE_DECEL * math.copysign(1.0, v_f) * (v_f != 0)  # against the motion
+        elif c.brake > 0:
+            a -= c.brake * REVERSE_ACCEL * (v_f > -MAX_REVERSE)
         rolling = ROLLING_ROAD if surface == "road" else ROLLING_GRASS
         a -= DRAG * v_f * abs(v_f) + rolling * v_f
         if surface == "water":
@@ -149,6 +151,8 @@ class KartPhysics:
             v_f_new = 0.0
         if c.throttle == 0 and c.brake == 0 and abs(v_f_new) < HOLD_SPEED and abs(downhill) < HOLD_ACCEL:
             v_f_new = 0.0  # static friction: a kart left alone on a gentle slope stays put
+        if c.throttle == 0 and c.brake > 0 and c.handbrake and abs(v_f_new) < HOLD_SPEED:
+            v_f_new = 0.0  # the handbrake holds the kart, even on a slope
         v_f = v_f_new
 
         grip = GRIP_ROAD if surface == "road" else GRIP_GRASS

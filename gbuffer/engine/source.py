@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from dataclasses import replace
 from typing import Any, Iterator
 
 from alaya_errors import UserError
@@ -50,7 +51,7 @@ class EngineSimulation:
         p = player_input.clamped()
         with self._input_lock:
             self._reset_pending = self._reset_pending or p.reset
-            self.player_input = PlayerInput(p.steer, p.throttle, p.brake, False)
+            self.player_input = replace(p, reset=False)
 
     def advance(self) -> None:
         with self._input_lock:
@@ -58,7 +59,7 @@ class EngineSimulation:
             self._reset_pending = False
         control = self.pilot.control(self.physics.state) if self.autopilot else player
         if reset:
-            control = PlayerInput(control.steer, control.throttle, control.brake, True)
+            control = replace(control, reset=True)
         before = self.physics.state
         state = self.physics.step(control)
         if not self.autopilot or state.travelled > self._best_travelled:

@@ -66,7 +66,8 @@ class FeedClient:
                 msg = json.loads(message)
                 if msg.get("type") == "input":
                     with self._lock:
-                        self._input = PlayerInput(msg["steer"], msg["throttle"], msg["brake"], msg["reset"])
+                        self._input = PlayerInput(msg["steer"], msg["throttle"], msg["brake"], msg["reset"],
+                                                  bool(msg.get("handbrake", False)))
                         self.inputs_received += 1
                 elif msg.get("type") == "event":
                     self.events.append(msg)

@@ -5,7 +5,7 @@ See docs/feed.md. In short, on one WebSocket:
   studio → engine  text   {"type": "welcome", "protocol": 1, "source": "feed:NAME", ...}
   engine → studio  binary FRAME_HEADER + payload, payload = the (5, H, W, 3) uint8 frame in CHANNELS order,
                           raw or zlib-compressed
-  studio → engine  text   {"type": "input", "steer", "throttle", "brake", "reset"} and
+  studio → engine  text   {"type": "input", "steer", "throttle", "brake", "reset", "handbrake"} and
                           {"type": "event", "event": "session_started" | "session_ended", "session_id"}
 A bad message closes the feed with a WebSocket close code from `CLOSE` and a one-line reason.
 """

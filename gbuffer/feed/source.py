@@ -133,7 +133,7 @@ class FeedSource(LiveSource):
     def apply_input(self, player_input: PlayerInput) -> None:
         p = player_input.clamped()
         self.feed.send({"type": "input", "steer": p.steer, "throttle": p.throttle, "brake": p.brake,
-                        "reset": p.reset, "session_id": self.session_id})
+                        "reset": p.reset, "handbrake": p.handbrake, "session_id": self.session_id})
 
     def close(self) -> None:
         if not self._closed:
