@@ -23,7 +23,7 @@ class Settings:
     max_height: int = 1080
     max_fps: float = 60.0
     connect_timeout_s: float = 20.0   # an offer whose ICE/DTLS never connects is dropped after this
-    peer_timeout_s: float = 5.0       # a peer that stops sending RTCP receiver reports while we stream is gone
+    peer_timeout_s: float = 10.0      # a peer that stops sending RTCP receiver reports while we stream is gone
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
