@@ -10,7 +10,8 @@ frames); "loop" plays the same schedule looping for --loop-frames frames. The so
 autopilot (default) or a recorded sequence, started again at its end as the server's loop playback does (the
 timeline restarts with it, so a sequence shorter than the schedule only ever shows the schedule's start).
 Phases are thirds of the run; RSS is sampled at each phase's end. Growth is judged flat when the RSS at the
-end is within max(16 MiB, 5 %) of the RSS after the first third (the first third takes allocator warm-up).
+end is within max(16 MiB, 5 %) of the RSS after the first third (the first third takes allocator warm-up);
+the exit status requires it of the loop only (one eight-worlds pass still meets styles for the first time).
 """
 
 from __future__ import annotations
@@ -119,7 +120,10 @@ def main() -> int:
         meta = {"threads": args.threads, "torch": torch.__version__, "cpu_count": os.cpu_count(),
                 "machine": platform.processor() or platform.machine()}
         Path(args.json).write_text(json.dumps({"benchmark": "rollout", **meta, "results": results}, indent=2) + "\n")
-    ok = all(r["flat"] and not r["timeline_gaps"] and not r["source_gaps"] for r in results)
+    # A single eight-worlds pass meets each style's effects for the first time (their buffers are allocated
+    # then), so its memory may rise; flatness is required of the loop, which replays every style many times.
+    ok = all((r["flat"] or r["rollout"] == "eight_worlds") and not r["timeline_gaps"] and not r["source_gaps"]
+             for r in results)
     return 0 if ok else 1
 
 
