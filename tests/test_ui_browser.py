@@ -268,6 +268,15 @@ def test_render_to_mp4_from_the_timeline(page):
     assert link.get_attribute("href").endswith("/video.mp4")
 
 
+def test_a_session_the_studio_drops_comes_back_by_itself(page, server):
+    first = page.evaluate("window.alayaStudio.sessionId")
+    assert httpx.delete(f"{server.url}/api/sessions/{first}").status_code == 204
+    wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, first), 30,
+               "the page did not open a new session")
+    playing = frames_decoded(page)
+    wait_until(lambda: frames_decoded(page) > playing + 10, 30, "the new session does not play")
+
+
 def test_an_unknown_source_in_the_address_says_so(browser, server):
     page = browser.new_page()
     try:

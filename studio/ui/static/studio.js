@@ -6,6 +6,7 @@
   const DRIVE_KEYS = { arrowleft: "left", a: "left", arrowright: "right", d: "right", arrowup: "up", w: "up",
                        arrowdown: "down", s: "down", " ": "space", r: "reset" };
   const ICE_GATHER_MS = 3000;
+  const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
   const INSPECT_MS = 1000, STATS_MS = 2000;
 
   async function api(method, url, body) {
@@ -51,6 +52,12 @@
       pc.addTransceiver("video", { direction: "recvonly" });
       const channel = pc.createDataChannel("control"); this.channel = channel;
       channel.onmessage = (ev) => this.onMessage(JSON.parse(ev.data));
+      // The studio closes the channel when it ends the session; unless the sequence simply ended, start a new
+      // session on the same source with the same timeline, so a presenter's screen never stays dead.
+      channel.onclose = () => { if (pc === this.pc && !this.sourceEnded) this.reconnectSoon(); };
+      pc.addEventListener("connectionstatechange", () => {
+        if (pc === this.pc && pc.connectionState === "failed") this.reconnectSoon();
+      });
       pc.ontrack = (ev) => {
         this.video.srcObject = ev.streams[0] || new MediaStream([ev.track]);
         this.video.play().catch(() => {});
@@ -78,7 +85,12 @@
     }
     disconnect() {
       if (this.pc) this.pc.close();
-      this.pc = null; this.channel = null; this.sessionId = null; this.hello = null;
+      this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
+    }
+    reconnectSoon() {
+      if (this.reconnectTimer) return;
+      this.overlay("reconnecting…");
+      this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; this.connect(this.source); }, RECONNECT_MS);
     }
     send(msg) {
       if (this.channel && this.channel.readyState === "open") { this.channel.send(JSON.stringify(msg)); return true; }
@@ -98,7 +110,10 @@
             `${m.time_to_first_frame_ms ?? "–"} ms · ${m.frames_sent} frames sent · ${m.errors} errors`;
           break;
         case "error": this.say(m.message); break;
-        case "ended": this.say(`stream ended at frame ${m.frame}: ${m.reason}`, true); break;
+        case "ended":
+          this.sourceEnded = m.reason === "the source ended";
+          this.say(`stream ended at frame ${m.frame}: ${m.reason}`, true);
+          break;
       }
     }
 
