@@ -84,10 +84,6 @@ class Rollout:
         self.frame_index += len(frames)
         return out
 
-    def __iter__(self) -> Iterator[RenderedFrame]:
-        while chunk := self.next_chunk():
-            yield from chunk
-
     def close(self) -> None:
         self.session.close()
         self.source.close()
