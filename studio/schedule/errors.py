@@ -1,4 +1,4 @@
-"""Schedule errors and import warnings, and the one place that turns pydantic's ValidationError into a one-liner."""
+"""Schedule errors and import warnings; pydantic errors become one-liners through `alaya_errors.one_line`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import warnings
 
 from pydantic import ValidationError
 
-from alaya_errors import UserError
+from alaya_errors import UserError, one_line
 
 
 class ScheduleError(UserError):
@@ -27,36 +27,6 @@ def within(where: str | None, inner: str) -> str:
     return f"{where}: {inner}" if where else inner
 
 
-def location(loc: tuple) -> str:
-    """('segments', 3, 'transition', 'frames') → 'segments[3].transition.frames'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def schedule_error(exc: ValidationError, where: str | None = None) -> ScheduleError:
     """The first error only, as `where: segments[3].transition.frames: <what is wrong> (got <value>)`."""
-    err = exc.errors(include_url=False)[0]
-    kind, message = err["type"], err["msg"]
-    loc = location(tuple(p for p in err["loc"] if not str(p).startswith(("function-", "union["))))
-    if kind == "schedule":                              # raised by the model's own checks (model._fail)
-        message = err["ctx"]["message"]
-        field = err["ctx"].get("field")
-        loc = f"{loc}.{field}" if loc and field else loc or field or ""
-    elif kind == "value_error":
-        message = str(err["ctx"]["error"])          # without pydantic's "Value error, " prefix
-    elif kind == "missing":
-        message = "missing"
-    elif kind == "extra_forbidden":
-        message = "unknown field"
-    elif _short(err.get("input")):
-        message += f" (got {err['input']!r})"
-    return ScheduleError(f"{loc}: {message}" if loc else message, where)
-
-
-def _short(value) -> bool:
-    return isinstance(value, (int, float, str, bool)) and len(repr(value)) <= 60
+    return ScheduleError(one_line(exc), where)

@@ -20,8 +20,8 @@ from typing import Any, Iterable, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError,
                       field_validator, model_validator)
-from pydantic_core import PydanticCustomError
 
+from alaya_errors import field_error
 from prompt_presets import (BlendMode, Conditioning, PresetError, WeightedPrompt, get_preset, preset_names,
                             resolve_prompt)
 from studio.schedule.easing import EASINGS, Easing
@@ -34,11 +34,6 @@ SCHEDULE_VERSION = 1
 MAX_FRAMES = 1_080_000
 MAX_PROMPTS = 16                # per segment
 TransitionKind = Literal["cut", "linear", "slerp"]
-
-
-def _fail(message: str, field: str | None = None) -> PydanticCustomError:
-    """An error from a check across fields; `field` (e.g. 'segments[3].start') extends the error's location."""
-    return PydanticCustomError("schedule", "{message}", {"message": message, "field": field})
 
 
 class _Frozen(BaseModel):
@@ -80,7 +75,7 @@ class PromptSpec(_Frozen):
     @model_validator(mode="after")
     def _one_of(self) -> "PromptSpec":
         if (self.preset is None) == (self.text is None):
-            raise _fail("give exactly one of 'preset' or 'text'")
+            raise field_error("give exactly one of 'preset' or 'text'")
         return self
 
     @classmethod
@@ -116,9 +111,9 @@ class Transition(_Frozen):
     @model_validator(mode="after")
     def _frames_fit_kind(self) -> "Transition":
         if self.kind == "cut" and self.frames:
-            raise _fail(f"a cut takes no frames (got {self.frames}); use kind 'linear' or 'slerp' to blend", "frames")
+            raise field_error(f"a cut takes no frames (got {self.frames}); use kind 'linear' or 'slerp' to blend", "frames")
         if self.kind != "cut" and not self.frames:
-            raise _fail(f"a {self.kind!r} transition needs at least 1 frame", "frames")
+            raise field_error(f"a {self.kind!r} transition needs at least 1 frame", "frames")
         return self
 
     @property
@@ -140,7 +135,7 @@ class Segment(_Frozen):
     def _prompt_shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict) and "prompt" in data:
             if "prompts" in data:
-                raise _fail("give 'prompt' or 'prompts', not both", "prompt")
+                raise field_error("give 'prompt' or 'prompts', not both", "prompt")
             data = {**data, "prompts": [data["prompt"]]}
             del data["prompt"]
         return data
@@ -148,7 +143,7 @@ class Segment(_Frozen):
     @model_validator(mode="after")
     def _weights(self) -> "Segment":
         if sum(p.weight for p in self.prompts) <= 0:
-            raise _fail("the weights sum to 0", "prompts")
+            raise field_error("the weights sum to 0", "prompts")
         return self
 
 
@@ -176,23 +171,23 @@ class Schedule(_Frozen):
     def _timeline(self) -> "Schedule":
         segs = self.segments
         if segs[0].start != 0:
-            raise _fail(f"the first segment must start at frame 0 (got {segs[0].start})", "segments[0].start")
+            raise field_error(f"the first segment must start at frame 0 (got {segs[0].start})", "segments[0].start")
         if not segs[0].transition.is_cut:
-            raise _fail("the first segment has nothing to blend from; use a cut", "segments[0].transition")
+            raise field_error("the first segment has nothing to blend from; use a cut", "segments[0].transition")
         for i in range(1, len(segs)):
             if segs[i].start <= segs[i - 1].start:
-                raise _fail(f"{segs[i].start} is not after segments[{i - 1}].start ({segs[i - 1].start}); "
+                raise field_error(f"{segs[i].start} is not after segments[{i - 1}].start ({segs[i - 1].start}); "
                             "segments must be sorted with distinct starts", f"segments[{i}].start")
         if self.length is not None:
             if segs[-1].start >= self.length:
-                raise _fail(f"{segs[-1].start} is at or past the schedule's length ({self.length} frames)",
+                raise field_error(f"{segs[-1].start} is at or past the schedule's length ({self.length} frames)",
                             f"segments[{len(segs) - 1}].start")
             for i, seg in enumerate(segs):
                 if seg.transition.frames > self.length:
-                    raise _fail(f"{seg.transition.frames} is longer than the whole schedule ({self.length} frames)",
+                    raise field_error(f"{seg.transition.frames} is longer than the whole schedule ({self.length} frames)",
                                 f"segments[{i}].transition.frames")
         if self.loop and self.length is None:
-            raise _fail("a looping schedule needs a length", "loop")
+            raise field_error("a looping schedule needs a length", "loop")
         self._starts = [s.start for s in segs]
         self._targets = [Conditioning(tuple(p for p in (q.resolve() for q in s.prompts) if p.weight > 0), s.mode)
                          for s in segs]
