@@ -96,7 +96,7 @@ async def metrics(request: Request) -> str:
         label = f'{{session="{s.id}",renderer="{s.renderer_name}"}}'
         lines.append(f"alaya_session_fps{label} {s.track.meter.fps:.3f}")
         lines.append(f"alaya_session_frames_sent_total{label} {s.track.frames_sent}")
-        lines.append(f"alaya_session_latency_ms{label} {s._last_status.get('latency_ms') or 0}")
+        lines.append(f"alaya_session_latency_ms{label} {s.last_sent.latency_ms or 0}")
     return "\n".join(lines) + "\n"
 
 

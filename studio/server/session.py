@@ -14,6 +14,7 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import av
@@ -29,6 +30,27 @@ from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
 log = logging.getLogger("alaya.session")
 
 Command = Callable[[], Any]
+# data-channel message type → LiveSession method; filled by @handles, one small method per message type
+HANDLERS: dict[str, Callable[["LiveSession", Any], None]] = {}
+
+
+def handles(*kinds: str):
+    def register(method):
+        for kind in kinds:
+            HANDLERS[kind] = method
+        return method
+    return register
+
+
+@dataclass(frozen=True)
+class FrameStatus:
+    """What the session last sent: replaced whole per frame, so a route on the event loop reads one frame's
+    figures together."""
+
+    frame: int | None = None
+    label: str | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    latency_ms: float | None = None
 
 
 class LiveSession:
@@ -59,7 +81,7 @@ class LiveSession:
         self._ended = False
         self._seeks = 0
         self._stop = False
-        self._last_status: dict[str, Any] = {}
+        self.last_sent = FrameStatus()
         # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
         # threads always see a complete frame.
         self.latest_frame: RenderedFrame | None = None
@@ -197,7 +219,7 @@ class LiveSession:
                   "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
                                                        fps < 0.9 * self.fps),
                   "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state}
-        self._last_status = status
+        self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
 
     def attach_channel(self, channel) -> None:
@@ -235,32 +257,49 @@ class LiveSession:
             self.send(dc.error_message(exc, msg.type))
 
     def _dispatch(self, msg) -> None:
-        kind = msg.type
-        if kind in ("prompt", "preset", "blend"):
-            conditioning = timeline.conditioning_from_message(msg)  # validate now, on the loop
-            self.submit(lambda: self._switch(conditioning, msg.transition, kind))
-        elif kind == "switch":
-            conditioning = timeline.conditioning_from_specs(msg.prompts, msg.mode)
-            self.submit(lambda: self._patch(msg.frame, conditioning, msg.transition))
-        elif kind == "schedule":
-            # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
-            # evaluate, which on the event loop would freeze every session's video and signalling
-            self.submit(lambda: self._replace_schedule(timeline.schedule_from_message(msg)))
-        elif kind == "play":
-            self.submit(lambda: self._set_paused(False))
-        elif kind == "pause":
-            self.submit(lambda: self._set_paused(True))
-        elif kind == "seek":
-            self._require_recorded("seek")
-            self.submit(lambda: self._seek(msg.frame))
-        elif kind == "loop":
-            self.loop_playback = msg.on
-            self.send({"type": "ack", "request": "loop", "on": msg.on})
-        elif kind in ("key", "input", "autopilot"):
-            self._require_live(kind)
-            self.submit(lambda: self._input(msg))
-        elif kind == "stats":
-            self.send(self.stats())
+        HANDLERS[msg.type](self, msg)
+
+    # ---- message handlers, on the event loop: validate now, queue what touches the rollout ----------------
+
+    @handles("prompt", "preset", "blend")
+    def _on_switch_now(self, msg) -> None:
+        conditioning = timeline.conditioning_from_message(msg)
+        self.submit(lambda: self._switch(conditioning, msg.transition, msg.type))
+
+    @handles("switch")
+    def _on_switch_at(self, msg) -> None:
+        conditioning = timeline.conditioning_from_specs(msg.prompts, msg.mode)
+        self.submit(lambda: self._patch(msg.frame, conditioning, msg.transition))
+
+    @handles("schedule")
+    def _on_schedule(self, msg) -> None:
+        # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
+        # evaluate, which on the event loop would freeze every session's video and signalling
+        self.submit(lambda: self._replace_schedule(timeline.schedule_from_message(msg)))
+
+    @handles("play", "pause")
+    def _on_play_pause(self, msg) -> None:
+        paused = msg.type == "pause"
+        self.submit(lambda: self._set_paused(paused))
+
+    @handles("seek")
+    def _on_seek(self, msg) -> None:
+        self._require_recorded("seek")
+        self.submit(lambda: self._seek(msg.frame))
+
+    @handles("loop")
+    def _on_loop(self, msg) -> None:
+        self.loop_playback = msg.on
+        self.send({"type": "ack", "request": "loop", "on": msg.on})
+
+    @handles("key", "input", "autopilot")
+    def _on_input(self, msg) -> None:
+        self._require_live(msg.type)
+        self.submit(lambda: self._input(msg))
+
+    @handles("stats")
+    def _on_stats(self, msg) -> None:
+        self.send(self.stats())
 
     def _require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:
@@ -329,4 +368,4 @@ class LiveSession:
                 "bitrate": getattr(self.encoder, "target_bitrate", None), "errors": self.errors,
                 "time_to_first_frame_ms": None if self.first_frame_sent is None else
                 round((self.first_frame_sent - self.created) * 1e3, 1),
-                "last": {k: self._last_status.get(k) for k in ("frame", "label", "stages_ms", "latency_ms")}}
+                "last": asdict(self.last_sent)}
