@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup studio test system-packages
+.PHONY: setup studio test test-repeat system-packages
 
 system-packages:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -30,3 +30,8 @@ studio: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# The determinism check: N full runs in a row (LOAD=1 keeps one core busy meanwhile); see RELIABILITY.md.
+N ?= 10
+test-repeat: setup
+	scripts/test-repeat $(N) $(if $(LOAD),--load,)

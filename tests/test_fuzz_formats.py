@@ -205,6 +205,20 @@ def test_clip_folder_with_a_garbage_mp4(originals, tmp_path_factory, cut, flips,
     assert isinstance(result, GBufferError) or result <= FRAMES
 
 
+def test_clip_whose_metadata_is_not_utf8_still_opens(originals, tmp_path):
+    """Found by the fuzzer: a non-UTF-8 major brand (byte 8 of the ftyp box) made PyAV raise UnicodeDecodeError
+    while reading the container's metadata, past the reader."""
+    folder = tmp_path / "clip"
+    folder.mkdir()
+    for p in Path(originals["clip_dir"]).iterdir():
+        (folder / p.name).write_bytes(p.read_bytes())
+    data = originals["clip_depth"]
+    assert data[4:8] == b"ftyp"
+    (folder / "depth.mp4").write_bytes(flip(data, [8], 0x80))
+    result = read_all(folder)
+    assert isinstance(result, GBufferError) or result == FRAMES
+
+
 @pytest.mark.parametrize("old, new", [(b")", b"("), (b"}", b"(")])
 def test_npy_with_a_garbled_header_is_a_clear_error(originals, scratch, old, new):
     """Found by the fuzzer: numpy's header parser raised SyntaxError / tokenize.TokenError past the reader."""

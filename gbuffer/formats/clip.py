@@ -81,7 +81,8 @@ class ChannelVideo:
     def __init__(self, path: Path):
         self.path = path
         try:
-            self.container = av.open(str(path))
+            # a corrupt file's metadata may not be UTF-8; it is not ours to read, so it must not stop the open
+            self.container = av.open(str(path), metadata_errors="replace")
         except (av.FFmpegError, OSError) as exc:
             raise _video_error(path, exc) from None
         try:
