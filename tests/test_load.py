@@ -15,6 +15,7 @@ import torch
 
 from gbuffer.formats import write_npy_windows
 from helpers.parseq import parseq_export, parseq_prompt
+from helpers.prom import samples
 from helpers.sessions import wait_no_sessions
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings
@@ -56,7 +57,7 @@ def test_offers_beyond_the_limit_are_refused_cleanly(studio):
                 res = await http.post("/api/webrtc/offer", json={"sdp": "m=video", "size": "32x16"})
                 assert res.status_code == 503 and res.headers["retry-after"] == "10"
                 metrics = (await http.get("/metrics")).text
-            assert f"alaya_sessions_refused_total {refused_before + LIMIT + 1}" in metrics
+            assert samples(metrics)["alaya_sessions_refused_total"] == refused_before + LIMIT + 1
         finally:
             await asyncio.gather(*(v.close() for v in viewers))
         assert await wait_no_sessions(studio)

@@ -12,8 +12,10 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 
 from alaya_errors import UserError
+from studio import __version__
 from gbuffer.feed import FeedHub, FeedLimits
 from studio.server import feed_routes, routes
+from studio.server.metrics import StudioMetrics
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
@@ -34,11 +36,13 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
         await app.state.sessions.close_all()
         await warm
 
-    app = FastAPI(title="AlayaStudio", version=routes.VERSION, lifespan=lifespan,
+    app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
     app.state.settings = settings
     app.state.feeds = FeedHub(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps))
     app.state.sessions = SessionManager(settings, app.state.feeds)
+    app.state.metrics = StudioMetrics(app.state.sessions, app.state.feeds, settings)
+    app.state.sessions.observer = app.state.metrics.observer
     app.include_router(routes.router)
     app.include_router(feed_routes.router)
     if player_at_root:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from importlib.resources import files
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from renderer import RENDERERS
+from studio import __version__
+from studio.server.metrics import CONTENT_TYPE
 from studio.server.models import ErrorBody, FeedInfo, Health, OfferAnswer, OfferRequest, SessionInfo
 from studio.server.session import LiveSession
 
 router = APIRouter()
-VERSION = "0.1.0"
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
 
@@ -25,7 +26,7 @@ async def webrtc_offer(offer: OfferRequest, request: Request) -> OfferAnswer:
 @router.get("/api/health", response_model=Health, tags=["studio"])
 async def health(request: Request) -> Health:
     st = request.app.state
-    return Health(version=VERSION, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
+    return Health(version=__version__, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
                   renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names())
 
 
@@ -79,25 +80,9 @@ async def presets() -> list[str]:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, tags=["studio"])
-async def metrics(request: Request) -> str:
-    """Prometheus text format."""
-    st = request.app.state
-    mgr = st.sessions
-    lines = [
-        "# TYPE alaya_sessions_active gauge", f"alaya_sessions_active {len(mgr.sessions)}",
-        "# TYPE alaya_sessions_max gauge", f"alaya_sessions_max {st.settings.max_sessions}",
-        "# TYPE alaya_sessions_started_total counter", f"alaya_sessions_started_total {mgr.sessions_started}",
-        "# TYPE alaya_sessions_refused_total counter", f"alaya_sessions_refused_total {mgr.sessions_refused}",
-        "# TYPE alaya_feeds_connected gauge", f"alaya_feeds_connected {len(st.feeds.names())}",
-        "# TYPE alaya_session_fps gauge", "# TYPE alaya_session_frames_sent_total counter",
-        "# TYPE alaya_session_latency_ms gauge",
-    ]
-    for s in list(mgr.sessions.values()):
-        label = f'{{session="{s.id}",renderer="{s.renderer_name}"}}'
-        lines.append(f"alaya_session_fps{label} {s.track.meter.fps:.3f}")
-        lines.append(f"alaya_session_frames_sent_total{label} {s.track.frames_sent}")
-        lines.append(f"alaya_session_latency_ms{label} {s.last_sent.latency_ms or 0}")
-    return "\n".join(lines) + "\n"
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition format (prometheus_client)."""
+    return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
 @router.get("/player", response_class=HTMLResponse, include_in_schema=False)

@@ -23,6 +23,7 @@ from alaya_errors import UserError
 from gbuffer.source import LiveSource
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
+from studio.server.metrics import SessionObserver
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
@@ -55,7 +56,8 @@ class FrameStatus:
 
 class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
-                 stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop):
+                 stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
+                 observer: SessionObserver | None = None, offered_at: float | None = None):
         self.id = session_id
         self.rollout = rollout
         self.fps = fps
@@ -71,7 +73,8 @@ class LiveSession:
         self.codec: str | None = None
         self.encoder = None
         self.state = "starting"          # starting → playing / paused / ended → closed
-        self.created = time.perf_counter()
+        self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
+        self.observer = observer
         self.first_frame_sent: float | None = None
         self.errors = 0
         self.keys = dc.KeyState()
@@ -126,7 +129,10 @@ class LiveSession:
                     continue
                 t0, wall0 = time.perf_counter(), time.time()
                 chunk = self.rollout.next_chunk()
-                self.buffer.note_production(len(chunk), time.perf_counter() - t0)
+                rendered_s = time.perf_counter() - t0
+                self.buffer.note_production(len(chunk), rendered_s)
+                if self.observer is not None and chunk:
+                    self.observer.chunk_rendered(rendered_s)
                 if self.loop_playback and self._at_end():
                     self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
                 if not chunk:
@@ -214,6 +220,10 @@ class LiveSession:
     def _on_sent(self, item: OutgoingFrame, sent_at: float) -> None:
         if self.first_frame_sent is None:
             self.first_frame_sent = sent_at
+            if self.observer is not None:
+                self.observer.first_frame(sent_at - self.created)
+        if self.observer is not None:
+            self.observer.frame_sent(sent_at - item.rendered_at)
         fps = self.track.meter.fps
         status = {"type": "status", "frame": item.index, **item.info, "fps": round(fps, 2),
                   "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and

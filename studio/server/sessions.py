@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -19,6 +20,7 @@ from gbuffer.feed import FeedHub, FeedSource
 from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, create_renderer
 from studio.rollout import Rollout
+from studio.server.metrics import SessionObserver
 from studio.server.models import SIZE_PATTERN, OfferAnswer, OfferRequest
 from studio.server.session import LiveSession
 from studio.server.settings import Settings
@@ -68,6 +70,7 @@ class SessionManager:
         self._pending = 0
         self._renderers: dict[str, Renderer] = {}
         self._renderer_lock = threading.Lock()
+        self.observer: Callable[[str], SessionObserver] | None = None  # renderer name → what its sessions report to
 
     # ---- admission ---------------------------------------------------------------------------------------
 
@@ -149,6 +152,7 @@ class SessionManager:
     # ---- offers ------------------------------------------------------------------------------------------
 
     async def offer(self, req: OfferRequest) -> OfferAnswer:
+        offered_at = time.perf_counter()
         self._reserve()
         try:
             plan = self.plan(req)
@@ -156,7 +160,9 @@ class SessionManager:
             loop = asyncio.get_running_loop()
             rollout = await loop.run_in_executor(None, self.build_rollout, plan, req, session_id)
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
-                                  renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop)
+                                  renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
+                                  observer=self.observer(plan.renderer) if self.observer else None,
+                                  offered_at=offered_at)
             try:
                 answer = await self._negotiate(session, req, plan)
             except BaseException:
