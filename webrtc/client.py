@@ -70,7 +70,7 @@ class StudioViewer:
 
         @pc.on("track")
         def _on_track(track) -> None:
-            self._reader = asyncio.ensure_future(self._read(track))
+            self._reader = asyncio.get_running_loop().create_task(self._read(track), name="viewer-reader")
 
         await pc.setLocalDescription(await pc.createOffer())
         self.offer_started = time.time()
@@ -140,6 +140,7 @@ class StudioViewer:
             await self.pc.close()
         if self._reader is not None:
             self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
 
     async def __aenter__(self) -> "StudioViewer":
         return await self.start()

@@ -30,6 +30,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        app.state.loop = asyncio.get_running_loop()  # for code on other threads (and tests) that must reach it
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         yield

@@ -14,6 +14,7 @@ import logging
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, decode_frame, max_message_bytes, parse_hello
+from studio.server.tasks import cancel_and_wait
 
 log = logging.getLogger("alaya.feed")
 router = APIRouter()
@@ -62,7 +63,7 @@ async def engine_feed(ws: WebSocket) -> None:
         feed = hub.register(hello, send)
         await ws.send_text(json.dumps({"type": "welcome", "protocol": FEED_PROTOCOL, "source": f"feed:{hello.name}",
                                        "max_fps": hub.limits.max_fps, "max_pixels": hub.limits.max_pixels}))
-        pump_task = asyncio.ensure_future(pump())
+        pump_task = asyncio.get_running_loop().create_task(pump(), name=f"feed-pump-{hello.name}")
         limit = max_message_bytes(hub.limits)
         while True:
             message = await asyncio.wait_for(ws.receive(), settings.feed_idle_timeout_s)
@@ -83,8 +84,7 @@ async def engine_feed(ws: WebSocket) -> None:
     except WebSocketDisconnect:
         pass
     finally:
-        if pump_task is not None:
-            pump_task.cancel()
+        await cancel_and_wait(pump_task)
         if feed is not None:
             hub.remove(feed)
 

@@ -91,6 +91,7 @@ class LiveSession:
         self._thread = threading.Thread(target=self._run, name=f"session-{session_id}", daemon=True)
         self.on_closed: Callable[["LiveSession"], None] | None = None
         self.pc = None  # the RTCPeerConnection, set by the session manager
+        self.watcher: asyncio.Task | None = None  # the manager's peer watchdog for this session
         self.on_ended: Callable[["LiveSession"], None] | None = None  # called from the worker thread
 
     # ---- lifecycle -------------------------------------------------------------------------------------

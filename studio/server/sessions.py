@@ -24,6 +24,7 @@ from studio.server.metrics import SessionObserver
 from studio.server.models import SIZE_PATTERN, OfferAnswer, OfferRequest
 from studio.server.session import LiveSession
 from studio.server.settings import Settings
+from studio.server.tasks import TaskSet, cancel_and_wait
 from studio.server.timeline import initial_schedule
 from studio.sources import ENGINE_INPUTS, open_source
 from webrtc.encoders import EncoderSettings, install_encoder, prefer_codecs
@@ -71,6 +72,7 @@ class SessionManager:
         self._renderers: dict[str, Renderer] = {}
         self._renderer_lock = threading.Lock()
         self.observer: Callable[[str], SessionObserver] | None = None  # renderer name → what its sessions report to
+        self.tasks = TaskSet("sessions")  # watchers and end() calls started from callbacks
 
     # ---- admission ---------------------------------------------------------------------------------------
 
@@ -171,10 +173,9 @@ class SessionManager:
             self.sessions[session_id] = session
             self.sessions_started += 1
             session.on_closed = lambda s: self.sessions.pop(s.id, None)
-            session.on_ended = lambda s: asyncio.run_coroutine_threadsafe(
-                self.end(s, "its source ended or failed"), loop)
+            session.on_ended = lambda s: loop.call_soon_threadsafe(self._end_soon, s, "its source ended or failed")
             session.start()
-            asyncio.ensure_future(self._watch(session))
+            session.watcher = self.tasks.spawn(self._watch(session), name=f"watch-{session_id}")
             return answer
         finally:
             self._pending -= 1
@@ -191,12 +192,12 @@ class SessionManager:
 
             @channel.on("close")
             def _on_channel_close() -> None:
-                asyncio.ensure_future(self.end(session, "data channel closed"))
+                self._end_soon(session, "data channel closed")
 
         @pc.on("connectionstatechange")
-        async def _on_state() -> None:
+        def _on_state() -> None:
             if pc.connectionState in ("failed", "closed"):
-                await self.end(session, f"connection {pc.connectionState}")
+                self._end_soon(session, f"connection {pc.connectionState}")
 
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=req.sdp, type="offer"))
@@ -233,14 +234,21 @@ class SessionManager:
                 if silence > self.settings.peer_timeout_s:
                     await self.end(session, f"no receiver report for {silence:.0f} s")
 
+    def _end_soon(self, session: LiveSession, reason: str) -> None:
+        """end() from a callback that cannot await (aiortc events; the worker, via call_soon_threadsafe)."""
+        if session.state != "closed":
+            self.tasks.spawn(self.end(session, reason), name=f"end-{session.id}")
+
     async def end(self, session: LiveSession, reason: str) -> None:
         if session.state == "closed":
             return
         log.info("session %s ends: %s", session.id, reason)
         await session.close()
+        await cancel_and_wait(session.watcher)
         pc = getattr(session, "pc", None)
         if pc is not None:
             await pc.close()
 
     async def close_all(self) -> None:
         await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))
+        await self.tasks.close()
