@@ -58,7 +58,7 @@ def one_line(exc: ValidationError) -> str:
         message = str(err["ctx"]["error"])          # without pydantic's "Value error, " prefix
     elif kind == "missing":
         message = "missing"
-    elif kind == "extra_forbidden":
+    elif kind in ("extra_forbidden", "unexpected_keyword_argument"):  # a model's / a dataclass's extra key
         message = "unknown field"
     elif _short(err.get("input")):
         message += f" (got {err['input']!r})"

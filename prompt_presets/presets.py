@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from alaya_errors import UserError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from alaya_errors import one_line
 from prompt_presets.conditioning import ConditioningError
 from prompt_presets.reference_params import ReferenceParams
 
@@ -33,15 +34,65 @@ class PresetError(ConditioningError):
     """An unknown preset name or a malformed preset data file."""
 
 
-@dataclass(frozen=True)
-class Preset:
-    name: str            # short id, snake_case: what schedules and the API use
-    title: str           # what the UI shows
-    prompt: str          # the full paragraph a neural renderer receives
-    color: str           # thumbnail colour, "#rrggbb"
-    family: str          # "flash" (the report's styles) or "alayarenderer" (the original list)
-    reference: ReferenceParams
-    keywords: tuple[str, ...] = ()  # for matching free text when no sentence-embedding model is available
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("missing or empty text")
+    return value.strip()
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+
+
+class Preset(BaseModel):
+    """One style, as written in a data file (the file's schema is this model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Text = Field(description="short id, snake_case: what schedules and the API use")
+    title: Text = Field(description="what the UI shows")
+    prompt: Text = Field(description="the full paragraph a neural renderer receives")
+    color: Text = Field(description='thumbnail colour, "#rrggbb"')
+    family: Text = Field(description='"flash" (the report\'s styles) or "alayarenderer" (the original list)')
+    reference: ReferenceParams = ReferenceParams()
+    # for matching free text when no sentence-embedding model is available
+    keywords: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _snake_case(cls, name: str) -> str:
+        if not _NAME_RE.match(name):
+            raise ValueError(f"name {name!r} must be snake_case (a-z, 0-9, _)")
+        return name
+
+    @field_validator("color")
+    @classmethod
+    def _rrggbb(cls, color: str) -> str:
+        if not _COLOR_RE.match(color):
+            raise ValueError(f"color {color!r} is not '#rrggbb'")
+        return color.lower()
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, family: str) -> str:
+        if family not in FAMILIES:
+            raise ValueError(f"family {family!r} is not one of {', '.join(FAMILIES)}")
+        return family
+
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _keyword_list(cls, keywords: Any) -> tuple[str, ...]:
+        if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
+            raise ValueError("keywords must be a list of non-empty strings")
+        return tuple(k.strip().lower() for k in keywords)
+
+
+class PresetFile(BaseModel):
+    """A data file: `{"version": 1, "presets": [...]}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    presets: list[Preset]
 
 
 def load_presets(directory: str | Path | None = None) -> dict[str, Preset]:
@@ -99,44 +150,17 @@ def _read_file(path: Path) -> list[Preset]:
         raise PresetError(f"cannot read preset file: {e}", str(path)) from None
     except json.JSONDecodeError as e:
         raise PresetError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", str(path)) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("presets"), list):
-        raise PresetError('expected an object {"version": 1, "presets": [...]}', str(path))
-    if doc.get("version", 1) != 1:
-        raise PresetError(f"unsupported version {doc.get('version')!r}; expected 1", f"{path}: version")
-    return [_parse_preset(raw, f"{path}: presets[{i}]") for i, raw in enumerate(doc["presets"])]
-
-
-def _parse_preset(raw: Any, where: str) -> Preset:
-    if not isinstance(raw, dict):
-        raise PresetError(f"expected an object, got {type(raw).__name__}", where)
-    allowed = {"name", "title", "prompt", "color", "family", "keywords", "reference"}
-    extra = sorted(set(raw) - allowed)
-    if extra:
-        raise PresetError(f"unknown field {extra[0]!r}; fields are {', '.join(sorted(allowed))}", where)
-    name = _text(raw, "name", where)
-    where = f"{where} ({name})"
-    if not _NAME_RE.match(name):
-        raise PresetError(f"name {name!r} must be snake_case (a-z, 0-9, _)", f"{where}.name")
-    color = _text(raw, "color", where)
-    if not _COLOR_RE.match(color):
-        raise PresetError(f"color {color!r} is not '#rrggbb'", f"{where}.color")
-    family = _text(raw, "family", where)
-    if family not in FAMILIES:
-        raise PresetError(f"family {family!r} is not one of {', '.join(FAMILIES)}", f"{where}.family")
-    keywords = raw.get("keywords", [])
-    if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
-        raise PresetError("keywords must be a list of non-empty strings", f"{where}.keywords")
     try:
-        reference = ReferenceParams.from_dict(raw.get("reference", {}), f"{where}.reference")
-    except UserError as e:
-        raise PresetError(e.detail, e.where) from None
-    return Preset(name=name, title=_text(raw, "title", where), prompt=_text(raw, "prompt", where),
-                  color=color.lower(), family=family, reference=reference,
-                  keywords=tuple(k.strip().lower() for k in keywords))
+        return PresetFile.model_validate(doc).presets
+    except ValidationError as exc:
+        raise PresetError(_with_preset_name(one_line(exc), doc), str(path)) from None
 
 
-def _text(raw: dict, key: str, where: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise PresetError(f"missing or empty text field {key!r}", f"{where}.{key}")
-    return value.strip()
+def _with_preset_name(message: str, doc: Any) -> str:
+    """'presets[3].color: …' → 'presets[3] (foggy).color: …': the name finds the entry faster than its index."""
+    m = re.match(r"presets\[(\d+)\]", message)
+    try:
+        name = doc["presets"][int(m.group(1))]["name"] if m else None
+    except (TypeError, KeyError, IndexError):
+        name = None
+    return f"{m.group(0)} ({name.strip()}){message[m.end():]}" if isinstance(name, str) and name.strip() else message

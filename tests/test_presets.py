@@ -97,18 +97,19 @@ def test_a_valid_directory_loads_with_defaults_for_missing_params(tmp_path):
 
 @pytest.mark.parametrize("doc, msg", [
     ("{not json", r"broken\.json: not valid JSON"),
-    ({"presets": 3}, r"broken\.json: expected an object"),
+    ({"presets": 3}, r"broken\.json: presets: Input should be a valid list \(got 3\)"),
+    ({"version": 2, "presets": []}, r"broken\.json: version: Input should be 1 \(got 2\)"),
     (_one(name=""), r"presets\[0\]\.name: missing or empty"),
     (_one(name="Bad Name"), r"\.name: name 'Bad Name' must be snake_case"),
     (_one(color="red"), r"\(foggy\)\.color: color 'red' is not"),
     (_one(family="other"), r"\(foggy\)\.family: family 'other'"),
     (_one(prompt=""), r"\(foggy\)\.prompt: missing or empty"),
-    (_one(reference={"fog_densty": 1}), r"\(foggy\)\.reference\.fog_densty: unknown parameter"),
+    (_one(reference={"fog_densty": 1}), r"\(foggy\)\.reference\.fog_densty: unknown field"),
     (_one(reference={"sun_color": [1, 2]}), r"reference\.sun_color: expected a list of 3 numbers"),
     (_one(reference={"snow": "lots"}), r"reference\.snow: expected a number"),
     (_one(reference={"sun_direction": [0, 0, 0]}), r"reference\.sun_direction: a direction cannot be"),
     (_one(keywords="neon"), r"\.keywords: keywords must be a list"),
-    (_one(extra=1), r"unknown field 'extra'"),
+    (_one(extra=1), r"\(foggy\)\.extra: unknown field"),
 ])
 def test_a_broken_preset_file_names_the_file_and_field(tmp_path, doc, msg):
     directory = _write(tmp_path, doc)
