@@ -47,9 +47,14 @@ def location(loc: tuple) -> str:
 
 def one_line(exc: ValidationError) -> str:
     """The first error only, as `segments[3].transition.frames: <what is wrong> (got <value>)`."""
-    err = exc.errors(include_url=False)[0]
+    return describe_error(exc.errors(include_url=False)[0])
+
+
+def describe_error(err: dict, skip: tuple[str, ...] = ()) -> str:
+    """One pydantic error dict as a line; `skip` drops location parts (FastAPI's 'body')."""
     kind, message = err["type"], err["msg"]
-    loc = location(tuple(p for p in err["loc"] if not str(p).startswith(("function-", "union["))))
+    loc = location(tuple(p for p in err["loc"]
+                         if p not in skip and not str(p).startswith(("function-", "union["))))
     if kind == CHECK_ERROR:
         message = err["ctx"]["message"]
         field = err["ctx"].get("field")

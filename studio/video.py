@@ -14,6 +14,7 @@ import av
 import numpy as np
 
 from alaya_errors import UserError
+from gbuffer.size import H264_RULE, Size, SizeError
 
 
 class VideoWriteError(UserError):
@@ -37,8 +38,10 @@ class Mp4Writer:
     def __init__(self, path: str | Path, width: int, height: int, fps: float, *, crf: int = 18,
                  preset: str = "veryfast"):
         self.path = check_output_file(path)
-        if width % 2 or height % 2:
-            raise VideoWriteError(f"H.264 needs even dimensions, got {width}x{height}", str(self.path))
+        try:
+            Size(width, height).require_multiple(2, H264_RULE)
+        except SizeError as exc:
+            raise VideoWriteError(exc.detail, str(self.path)) from None
         self.partial = self.path.with_name(self.path.name + ".part")
         self.width, self.height = width, height
         self.frames_written = 0

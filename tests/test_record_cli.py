@@ -13,7 +13,8 @@ import pytest
 from gbuffer.engine import EngineSource
 from gbuffer.formats import open_sequence
 from studio.cli import main
-from studio.commands._args import ArgumentError, parse_size
+from gbuffer.size import Size, SizeError
+from renderer import RendererError, check_size
 
 
 def record(*args: str) -> int:
@@ -48,9 +49,9 @@ def test_record_to_a_directory_writes_npy_windows(tmp_path):
     (["--engine", "stk", "--frames", "5"], "--engine: unknown engine 'stk'; available: demo"),
     (["--frames", "0"], "--frames: must be a positive number of frames, got 0"),
     (["--frames", "-3"], "--frames: must be a positive number of frames"),
-    (["--frames", "5", "--size", "0x16"], "--size: size '0x16': width and height must be positive multiples"),
+    (["--frames", "5", "--size", "0x16"], "--size: size 0x16: width and height must be 1..4096"),
     (["--frames", "5", "--size", "abc"], "--size: size 'abc' is not WIDTHxHEIGHT"),
-    (["--frames", "5", "--size", "100x48"], "multiples of 8"),
+    (["--frames", "5", "--size", "100x5000"], "width and height must be 1..4096"),
     (["--frames", "5", "--fps", "0"], "--fps: must be above 0"),
     (["--frames", "5", "--seed", "-2"], "seed must be a whole number"),
 ])
@@ -76,12 +77,17 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path, capsys):
         assert err.startswith("error: -o: ") and message in err and "\n" not in err
 
 
-def test_parse_size():
-    assert parse_size("832x448") == (832, 448)
-    assert parse_size(" 416X224 ") == (416, 224)
-    for bad in ("0x16", "abc", "832x", "8x4100", "-8x8", "12x8", "832*448"):
-        with pytest.raises(ArgumentError, match="--size: size"):
-            parse_size(bad)
+def test_sizes_parse_one_way_and_each_consumer_states_its_rule():
+    assert tuple(Size.parse("832x448", "--size")) == (832, 448)
+    assert Size.parse(" 416X224 ") == Size(416, 224) and str(Size(416, 224)) == "416x224"
+    for bad in ("0x16", "abc", "832x", "8x4100", "-8x8", "832*448"):
+        with pytest.raises(SizeError, match="--size: size"):
+            Size.parse(bad, "--size")
+    assert check_size("reference", 13, 7) == Size(13, 7)              # any size
+    with pytest.raises(RendererError, match=r"size 24x24: .*multiples of 16 \(the flash renderer"):
+        check_size("flash", 24, 24)
+    with pytest.raises(SizeError, match="multiples of 2"):
+        Size(13, 8).require_multiple(2, "H.264")
 
 
 def test_a_machine_without_opengl_gets_a_one_line_error(tmp_path):

@@ -174,10 +174,10 @@ def test_bad_offers_get_one_line_json_errors(studio):
     async def scenario():
         async with httpx.AsyncClient(base_url=studio.url) as http:
             cases = [({"sdp": "v=0 garbage", "type": "offer"}, 400, "video m-line"),
-                     ({"type": "offer"}, 422, "sdp: Field required"),
+                     ({"type": "offer"}, 422, "sdp: missing"),
                      ({"sdp": "x", "type": "answer"}, 422, "type"),
                      ({"sdp": "m=video 9\r\n", "type": "offer"}, 400, "SDP offer could not be used"),
-                     ({"sdp": "m=video", "size": "big"}, 422, "WxH"),
+                     ({"sdp": "m=video", "size": "big"}, 422, "size: size 'big' is not WIDTHxHEIGHT"),
                      ({"sdp": "m=video", "size": "4000x4000"}, 400, "size"),
                      ({"sdp": "m=video", "fps": 0}, 422, "fps"),
                      ({"sdp": "m=video", "size": "32x16", "stamp": True}, 400, "too small for the frame stamp"),

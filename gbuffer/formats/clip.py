@@ -19,6 +19,7 @@ import numpy as np
 
 from gbuffer.formats.common import DEFAULT_FPS, check_fps, check_same_size
 from gbuffer.frame import CHANNELS, GBufferError, GBufferFrame
+from gbuffer.size import H264_RULE, Size, SizeError
 from gbuffer.source import RecordedSource
 
 CLIP_SUFFIX = ".mp4"
@@ -233,8 +234,11 @@ def write_clip_folder(frames: Iterable[GBufferFrame], out_dir: str | Path, fps: 
         for frame in frames:
             if size is None:
                 size = frame.data.shape[1:3]
-                if not lossless and (size[0] % 2 or size[1] % 2):
-                    raise GBufferError(f"H.264 yuv420p needs an even size, got {size[1]}x{size[0]}", where)
+                if not lossless:
+                    try:
+                        Size(size[1], size[0]).require_multiple(2, H264_RULE)
+                    except SizeError as exc:
+                        raise GBufferError(exc.detail, where) from None
                 for c, p in paths.items():
                     containers[c] = av.open(str(p), "w")
                     s = containers[c].add_stream("libx264rgb" if lossless else "libx264", rate=rate)

@@ -17,7 +17,6 @@ LATENT_CHANNELS = 16       # Wan 2.1 / TAEW2.1 latent channels
 GBUFFER_CHANNELS = 5       # albedo, depth, metallic, normal, roughness (gbuffer.frame.CHANNELS)
 SPATIAL_SCALE = 8          # pixels per latent cell, each axis
 TEMPORAL_SCALE = 4         # frames per latent frame
-PATCH_MULTIPLE = 16        # frame sides must be multiples of this: 8x codec times the (1, 2, 2) patch
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ from pathlib import Path
 import torch
 
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
+from renderer import check_size
 from renderer.base import Renderer, RendererError
 from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.pipeline import FlashPipeline, default_device
 from renderer.flash.sampler import FewStepSampler
-from renderer.flash.session import FlashSession, check_size
+from renderer.flash.session import FlashSession
 from renderer.flash.text import UMT5PromptEncoder
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
@@ -110,7 +111,7 @@ class FlashRenderer(Renderer):
         self.weights = str(weights) if weights is not None else None
 
     def open_session(self, width: int, height: int, seed: int = 0) -> FlashSession:
-        check_size(width, height)
+        check_size("flash", width, height)
         return FlashSession(self.pipeline, width, height, seed, self.chunk_size, self.recache_on_switch)
 
     def describe(self) -> dict:

@@ -22,18 +22,12 @@ import torch.nn.functional as F
 
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
+from renderer import check_size
 from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
-from renderer.flash.config import LATENT_CHANNELS, PATCH_MULTIPLE, SPATIAL_SCALE, TEMPORAL_SCALE
+from renderer.flash.config import LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE
 from renderer.flash.decoder import DecoderMemory
 from renderer.flash.history import LatentHistory
 from renderer.flash.pipeline import FlashPipeline
-
-
-def check_size(width: int, height: int) -> None:
-    for name, v in (("width", width), ("height", height)):
-        if not isinstance(v, int) or v < PATCH_MULTIPLE or v % PATCH_MULTIPLE:
-            raise RendererError(f"{name} {v!r} must be a positive multiple of {PATCH_MULTIPLE} "
-                                f"(8x codec, 2x2 patches), e.g. 832x448", name)
 
 
 def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
@@ -78,7 +72,7 @@ def process_peak_rss_bytes() -> int:
 class FlashSession(RenderSession):
     def __init__(self, pipeline: FlashPipeline, width: int, height: int, seed: int, chunk_size: int,
                  recache_on_switch: bool = False):
-        check_size(width, height)
+        check_size("flash", width, height)
         self.pipeline = pipeline
         self.width, self.height, self.seed, self.chunk_size = width, height, seed, chunk_size
         self.recache_on_switch = recache_on_switch

@@ -17,13 +17,13 @@ import torch
 
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
+from renderer import check_size
 from renderer.base import Renderer, RendererError, RenderResult, RenderSession, check_chunk
 from renderer.reference import effects, lighting, post
 from renderer.reference.style import Style, StyleCache
 from renderer.reference.surface import SurfaceDecoder
 
 STAGES = ("decode", "lighting", "style", "post", "to_uint8")
-MAX_SIDE = 8192
 
 
 def _pick_device(device: str | None) -> torch.device:
@@ -48,9 +48,7 @@ class ReferenceRenderer(Renderer):
         self.device = _pick_device(device)
 
     def open_session(self, width: int, height: int, seed: int = 0) -> "ReferenceSession":
-        for label, v in (("width", width), ("height", height)):
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_SIDE:
-                raise RendererError(f"{label} must be an integer 1..{MAX_SIDE}, got {v!r}", label)
+        check_size(self.name, width, height)
         return ReferenceSession(self, width, height, seed)
 
     def describe(self) -> dict:

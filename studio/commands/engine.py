@@ -25,9 +25,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from gbuffer.engine import EngineSource
     from gbuffer.feed.client import FeedClient, stream_source
-    from studio.commands._args import parse_size
+    from gbuffer.size import Size
 
-    width, height = parse_size(args.size, "--size")
+    width, height = Size.parse(args.size, "--size")
     if not re.match(r"^wss?://", args.connect):
         raise UserError(f"{args.connect!r} is not a ws:// or wss:// URL", "--connect")
     if not 0 < args.fps <= 240:

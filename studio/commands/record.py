@@ -12,7 +12,8 @@ import sys
 from itertools import islice
 from pathlib import Path
 
-from studio.commands._args import ArgumentError, parse_size
+from gbuffer.size import Size
+from studio.commands._args import ArgumentError
 
 ENGINES = ("demo",)
 
@@ -24,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--frames", type=int, required=True, help="number of frames to record")
     p.add_argument("-o", "--output", required=True,
                    help="FILE.gbuf.zip, or a directory (ending in /) for official .npy windows")
-    p.add_argument("--size", default="832x448", help="WIDTHxHEIGHT, multiples of 8 (default 832x448)")
+    p.add_argument("--size", default="832x448", help="WIDTHxHEIGHT (default 832x448)")
     p.add_argument("--fps", type=float, default=30.0, help="frames per second of the recording (default 30)")
     p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
     p.set_defaults(func=run)
@@ -64,7 +65,7 @@ def run(args) -> int:
         raise ArgumentError(f"must be a positive number of frames, got {args.frames}", "--frames")
     if not 0 < args.fps <= 60:
         raise ArgumentError(f"must be above 0 and at most 60, got {args.fps:g}", "--fps")
-    width, height = parse_size(args.size)
+    width, height = Size.parse(args.size, "--size")
     engine = EngineSource.demo(width, height, fps=args.fps, seed=args.seed)  # checks the seed
     kind, path = _output_kind(args.output)
 

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from renderer import create_renderer
-    from studio.commands._args import parse_size
+    from gbuffer.size import Size
     from studio.offline import render_to_mp4, write_metrics
     from studio.rollout import Rollout
     from studio.schedule import Schedule, load_schedule
@@ -45,7 +45,7 @@ def run(args) -> int:
         raise UserError(f"must be a positive number of frames, got {args.frames}", "--frames")
     if args.fps is not None and not 0 < args.fps <= 240:
         raise UserError(f"must be between 0 and 240, got {args.fps}", "--fps")
-    size = parse_size(args.size, "--size") if args.size else None
+    size = Size.parse(args.size, "--size") if args.size else None
     check_output_file(args.output)
     schedule = load_schedule(args.schedule) if args.schedule else Schedule.single(args.prompt)
     options = {"device": args.device} if args.device else {}

@@ -24,14 +24,14 @@ def register(sub) -> None:
 
 
 def settings_from_args(args):
-    from studio.commands._args import parse_size
+    from gbuffer.size import Size
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
         raise UserError(f"{args.port} is not a TCP port", "--port")
     if args.max_sessions < 1:
         raise UserError(f"{args.max_sessions} must be at least 1", "--max-sessions")
-    width, height = parse_size(args.size, "--size")
+    width, height = Size.parse(args.size, "--size")
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 
-from alaya_errors import UserError
+from alaya_errors import UserError, describe_error, location
 from studio import __version__
 from gbuffer.feed import FeedHub, FeedLimits
 from studio.server import feed_routes, routes
@@ -65,8 +65,10 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if p != "body") or "body"
-        return JSONResponse({"error": f"{where}: {err['msg']}", "where": where}, status_code=422)
+        where = location(tuple(p for p in err["loc"] if p != "body")) or "body"
+        message = describe_error(err, skip=("body",))
+        return JSONResponse({"error": message if message.startswith(where) else f"{where}: {message}",
+                             "where": where}, status_code=422)
 
     return app
 

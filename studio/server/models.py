@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SIZE_PATTERN = re.compile(r"^(\d{2,4})x(\d{2,4})$")
+from gbuffer.size import Size, SizeError
 
 
-class OfferRequest(BaseModel):
-    """A browser's SDP offer plus the options of the session it starts."""
+class SessionOptions(BaseModel):
+    """What a live session and an offline render of it both ask for; SessionManager.plan resolves them against
+    the server's settings, the same way for both."""
 
     model_config = ConfigDict(extra="forbid")
 
-    sdp: str = Field(min_length=1, max_length=100_000, description="SDP of the offer, with a video m-line")
-    type: Literal["offer"] = "offer"
     source: str = Field("demo", max_length=500, description="'demo' (engine on autopilot), 'engine' (you "
                         "drive), 'feed:NAME' (a connected external engine) or a sequence path in the data dir")
     renderer: str | None = Field(None, description="'reference' or 'flash'; default: the server's")
@@ -24,18 +22,29 @@ class OfferRequest(BaseModel):
                                                   "or keyframe text ('0: cyberpunk, 120: volcano')")
     prompt: str | None = Field(None, max_length=2000, description="preset name or free text (if no schedule)")
     size: str | None = Field(None, description="WxH, e.g. 416x224; default: the server's")
-    fps: float | None = Field(None, gt=0, le=120, description="session frame rate; default: the server's")
-    bitrate: int | None = Field(None, ge=100_000, le=50_000_000, description="video start bitrate, bit/s")
-    stamp: bool = Field(False, description="draw the frame index as a bar code (latency measurements)")
+    fps: float | None = Field(None, gt=0, le=120, description="frame rate; default: the schedule's, if one is "
+                              "given, else the server's")
     seed: int = Field(0, ge=0, le=2**31 - 1)
-    loop: bool = Field(True, description="recorded sources: start again at the end")
 
     @field_validator("size")
     @classmethod
     def _size(cls, v: str | None) -> str | None:
-        if v is not None and not SIZE_PATTERN.match(v):
-            raise ValueError(f"size {v!r} is not WxH, e.g. 416x224")
+        if v is not None:
+            try:
+                Size.parse(v)
+            except SizeError as exc:
+                raise ValueError(exc.detail) from None
         return v
+
+
+class OfferRequest(SessionOptions):
+    """A browser's SDP offer plus the options of the session it starts."""
+
+    sdp: str = Field(min_length=1, max_length=100_000, description="SDP of the offer, with a video m-line")
+    type: Literal["offer"] = "offer"
+    bitrate: int | None = Field(None, ge=100_000, le=50_000_000, description="video start bitrate, bit/s")
+    stamp: bool = Field(False, description="draw the frame index as a bar code (latency measurements)")
+    loop: bool = Field(True, description="recorded sources: start again at the end")
 
 
 class OfferAnswer(BaseModel):

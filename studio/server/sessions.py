@@ -17,11 +17,13 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, FeedSource
+from gbuffer.size import H264_RULE, Size
 from gbuffer.source import Source
-from renderer import RENDERERS, Renderer, create_renderer
+from renderer import RENDERERS, Renderer, check_size, create_renderer
 from studio.rollout import Rollout
+from studio.schedule import Schedule
 from studio.server.metrics import SessionObserver
-from studio.server.models import SIZE_PATTERN, OfferAnswer, OfferRequest
+from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
 from studio.server.session import LiveSession
 from studio.server.settings import Settings
 from studio.server.tasks import TaskSet, cancel_and_wait
@@ -51,7 +53,7 @@ class StudioFull(Exception):
 
 @dataclass(frozen=True)
 class SessionPlan:
-    """An offer's options, resolved against the server's settings."""
+    """Session options resolved against the server's settings: what a live session or a render job runs."""
 
     source: str
     renderer: str
@@ -59,6 +61,7 @@ class SessionPlan:
     height: int
     fps: float
     seed: int
+    schedule: Schedule
 
 
 class SessionManager:
@@ -83,26 +86,26 @@ class SessionManager:
                              "try again when someone leaves")
         self._pending += 1
 
-    def plan(self, req: OfferRequest) -> SessionPlan:
+    def plan(self, options: SessionOptions, stamp: bool = False) -> SessionPlan:
+        """The one resolution of source, size, renderer, frame rate and schedule, for offers and render jobs
+        alike (so a render of a session's timeline matches what the session showed)."""
         s = self.settings
-        width, height = s.width, s.height
-        if req.size is not None:
-            m = SIZE_PATTERN.match(req.size)
-            width, height = int(m.group(1)), int(m.group(2))  # type: ignore[union-attr]
-        if not (16 <= width <= s.max_width and 16 <= height <= s.max_height) or width % 2 or height % 2:
-            raise OfferError(f"{width}x{height} must be even and between 16x16 and {s.max_width}x{s.max_height}",
-                             "size")
-        if req.stamp and (width < BITS * cell_size(width) or height < 2 * cell_size(width)):
-            raise OfferError(f"{width}x{height} is too small for the frame stamp (at least {BITS * 4}x8)", "stamp")
-        fps = req.fps or s.fps
-        if fps > s.max_fps:
-            raise OfferError(f"{fps:g} fps is above this studio's cap of {s.max_fps:g}", "fps")
-        renderer = req.renderer or s.renderer
+        renderer = options.renderer or s.renderer
         if renderer not in RENDERERS:
             raise OfferError(f"unknown renderer {renderer!r}; choose one of {', '.join(RENDERERS)}", "renderer")
-        if "m=video" not in req.sdp:
-            raise OfferError("the offer has no video m-line; add a recvonly video transceiver", "sdp")
-        return SessionPlan(req.source, renderer, width, height, fps, req.seed)
+        size = Size.parse(options.size, "size") if options.size is not None else Size(s.width, s.height)
+        if not (16 <= size.width <= s.max_width and 16 <= size.height <= s.max_height):
+            raise OfferError(f"{size} must be between 16x16 and {s.max_width}x{s.max_height}", "size")
+        size.require_multiple(2, H264_RULE)
+        check_size(renderer, *size)
+        if stamp and (size.width < BITS * cell_size(size.width) or size.height < 2 * cell_size(size.width)):
+            raise OfferError(f"{size} is too small for the frame stamp (at least {BITS * 4}x8)", "stamp")
+        schedule = initial_schedule(options.schedule, options.prompt, options.fps or s.fps)
+        # a schedule carries its own frame rate (its frames are the stream's frames)
+        fps = options.fps or (schedule.fps if options.schedule is not None else s.fps)
+        if fps > s.max_fps:
+            raise OfferError(f"{fps:g} fps is above this studio's cap of {s.max_fps:g}", "fps")
+        return SessionPlan(options.source, renderer, size.width, size.height, fps, options.seed, schedule)
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -139,9 +142,8 @@ class SessionManager:
             raise OfferError(f"no sequence {name!r} in the data directory", "source")
         return open_source([str(path)], fps=plan.fps)
 
-    def build_rollout(self, plan: SessionPlan, req: OfferRequest, session_id: str) -> Rollout:
+    def build_rollout(self, plan: SessionPlan, session_id: str) -> Rollout:
         """Blocking (renderer loading, GL setup): runs in a worker thread."""
-        schedule = initial_schedule(req.schedule, req.prompt, plan.fps)
         renderer = self.renderer(plan.renderer)
         source = self.open_source(plan, session_id)
         try:
@@ -149,7 +151,7 @@ class SessionManager:
         except BaseException:
             source.close()
             raise
-        return Rollout(source, schedule, render_session)
+        return Rollout(source, plan.schedule, render_session)
 
     # ---- offers ------------------------------------------------------------------------------------------
 
@@ -157,10 +159,12 @@ class SessionManager:
         offered_at = time.perf_counter()
         self._reserve()
         try:
-            plan = self.plan(req)
+            plan = self.plan(req, stamp=req.stamp)
+            if "m=video" not in req.sdp:
+                raise OfferError("the offer has no video m-line; add a recvonly video transceiver", "sdp")
             session_id = uuid.uuid4().hex[:12]
             loop = asyncio.get_running_loop()
-            rollout = await loop.run_in_executor(None, self.build_rollout, plan, req, session_id)
+            rollout = await loop.run_in_executor(None, self.build_rollout, plan, session_id)
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
                                   renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,

@@ -17,7 +17,6 @@ from gbuffer.source import Source
 from renderer.base import Renderer
 from studio.offline import render_to_mp4
 from studio.rollout import Rollout
-from studio.schedule import Schedule
 from studio.server.sessions import SessionPlan
 
 log = logging.getLogger("alaya.ui.jobs")
@@ -53,10 +52,10 @@ class RenderJobs:
         self.jobs: dict[str, RenderJob] = {}
         self._lock = threading.Lock()
 
-    def start(self, schedule: Schedule, frames: int | None, source: Source, renderer: Renderer,
-              plan: SessionPlan) -> RenderJob:
+    def start(self, frames: int | None, source: Source, renderer: Renderer, plan: SessionPlan) -> RenderJob:
         """Render `frames` frames (default: the schedule's length) of `source` in a thread; the job owns
-        `source` from here on. `plan` gives size, fps, seed and the renderer's name."""
+        `source` from here on. `plan` gives the schedule, size, fps, seed and the renderer's name."""
+        schedule = plan.schedule
         frames = frames or schedule.length
         if frames is None:
             raise JobError("the schedule is open-ended; give 'frames'", "frames")

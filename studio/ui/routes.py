@@ -17,7 +17,7 @@ from gbuffer.frame import GBufferError
 from prompt_presets import load_presets
 from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from studio.schedule.easing import EASINGS
-from studio.server.models import SIZE_PATTERN, ErrorBody, OfferRequest
+from studio.server.models import ErrorBody, SessionOptions
 from studio.sources import ENGINE_INPUTS
 from studio.ui import inspector
 from studio.ui.jobs import RenderJob, RenderJobs
@@ -178,13 +178,11 @@ def inspector_image(session_id: str, request: Request) -> Response:
 
 # ---- render to MP4 ----------------------------------------------------------------------------------------
 
-class RenderRequest(BaseModel):
+class RenderRequest(SessionOptions):
+    """A live session's options plus how many frames to render; the built-in engine runs on autopilot."""
+
     schedule: dict[str, Any] = Field(description="schedule JSON, as exported by the timeline editor")
-    source: str = Field("demo", max_length=500)
     frames: int | None = Field(None, ge=1, description="default: the schedule's length")
-    size: str | None = Field(None, pattern=SIZE_PATTERN.pattern, description="WxH; default: the server's")
-    renderer: str | None = None
-    seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
 @router.post("/renders", responses=ERRORS)
@@ -192,15 +190,13 @@ def start_render(body: RenderRequest, request: Request) -> dict:
     """Render the timeline offline as a live session of the same options would (size, renderer, seed, and
     the server's limits on them); the built-in engine runs on autopilot."""
     manager = request.app.state.sessions
-    schedule = Schedule.from_json(body.schedule, "schedule")
-    source_name = "demo" if body.source in ENGINE_INPUTS else body.source
-    # the session manager resolves and checks the options; an offer needs an SDP with a video line
-    plan = manager.plan(OfferRequest(sdp="m=video", source=source_name, renderer=body.renderer, size=body.size,
-                                     fps=schedule.fps, seed=body.seed))
+    if body.source in ENGINE_INPUTS:
+        body = body.model_copy(update={"source": "demo"})
+    plan = manager.plan(body)
     source = manager.open_source(plan, "render")     # a bad source is a 400 now, not a failed job later
     try:
         renderer = manager.renderer(plan.renderer)
-        job = _ui(request).jobs.start(schedule, body.frames, source, renderer, plan)
+        job = _ui(request).jobs.start(body.frames, source, renderer, plan)
     except BaseException:
         source.close()
         raise
