@@ -14,6 +14,7 @@ import av
 import numpy as np
 
 from alaya_errors import UserError
+from gbuffer.formats.common import AtomicFile
 from gbuffer.size import H264_RULE, Size, SizeError
 
 
@@ -42,7 +43,8 @@ class Mp4Writer:
             Size(width, height).require_multiple(2, H264_RULE)
         except SizeError as exc:
             raise VideoWriteError(exc.detail, str(self.path)) from None
-        self.partial = self.path.with_name(self.path.name + ".part")
+        self._target = AtomicFile(self.path, ".part")
+        self.partial = self._target.tmp
         self.width, self.height = width, height
         self.frames_written = 0
         try:
@@ -79,7 +81,7 @@ class Mp4Writer:
         self._mux(self._stream.encode(None))
         try:
             self._container.close()
-            os.replace(self.partial, self.path)
+            self._target.commit()
         except (OSError, av.FFmpegError) as exc:
             self.abort()
             raise VideoWriteError(f"cannot finish: {exc}", str(self.path)) from None
@@ -91,7 +93,7 @@ class Mp4Writer:
             self._container.close()
         except Exception:  # noqa: BLE001 - the container may already be broken; the partial goes anyway
             pass
-        self.partial.unlink(missing_ok=True)
+        self._target.discard()
 
     def __enter__(self) -> "Mp4Writer":
         return self

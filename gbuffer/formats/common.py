@@ -41,14 +41,38 @@ def check_same_size(size: tuple[int, int], expected: tuple[int, int], what: str,
                            where)
 
 
+class AtomicFile:
+    """A file written under a temporary name beside its final one and renamed into place by `commit()`, so
+    an interrupted write never leaves a file that looks complete (and a reader never sees half of one).
+    `discard()` removes the temporary file. For writers that stay open across calls (MP4, .gbuf.zip)."""
+
+    def __init__(self, path: Path, suffix: str = ".tmp", hidden: bool = False):
+        """The temporary file is `NAME<suffix>`, or `.NAME<suffix>` when `hidden` (kept out of listings that
+        offer the folder's files to users)."""
+        self.path = Path(path)
+        self.tmp = self.path.with_name(("." if hidden else "") + self.path.name + suffix)
+
+    def commit(self) -> Path:
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def discard(self) -> None:
+        self.tmp.unlink(missing_ok=True)
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield `path.tmp` to write into; rename it to `path` only if the block finishes without error,
-    so an interrupted write never leaves a file that looks complete."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Yield a temporary path to write into; it becomes `path` only if the block finishes without error."""
+    target = AtomicFile(path)
     try:
-        yield tmp
+        yield target.tmp
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        target.discard()
         raise
-    os.replace(tmp, path)
+    target.commit()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` in one step as far as readers can tell."""
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_bytes(data)

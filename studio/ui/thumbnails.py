@@ -14,6 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from gbuffer.formats.common import write_atomic
 from gbuffer.frame import GBufferFrame
 from prompt_presets import Conditioning, get_preset, load_presets, resolve_prompt
 
@@ -78,6 +79,4 @@ class ThumbnailCache:
         buf = io.BytesIO()
         Image.fromarray(rgb).save(buf, format="PNG")
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(buf.getvalue())
-        tmp.replace(path)                            # atomic: a concurrent reader never sees half a PNG
+        write_atomic(path, buf.getvalue())           # a concurrent reader never sees half a PNG

@@ -9,6 +9,7 @@ from typing import AsyncIterator
 
 from alaya_errors import UserError
 from gbuffer.formats import open_sequence
+from gbuffer.formats.common import AtomicFile
 from gbuffer.frame import GBufferError
 
 UPLOAD_FOLDER = "uploads"            # inside the studio's data directory: an offer names it as a source
@@ -37,10 +38,10 @@ async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, m
     folder = data_dir / UPLOAD_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    partial = folder / f".{name}.part"
+    target = AtomicFile(path, ".part", hidden=True)
     size = 0
     try:
-        with open(partial, "wb") as out:
+        with open(target.tmp, "wb") as out:
             async for chunk in chunks:
                 size += len(chunk)
                 if size > max_bytes:
@@ -48,10 +49,10 @@ async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, m
                 out.write(chunk)
         if size == 0:
             raise UploadError("the file is empty", name)
-        partial.replace(path)
+        target.commit()
         info = await asyncio.get_running_loop().run_in_executor(None, validate_sequence, path)
     except BaseException:
-        partial.unlink(missing_ok=True)
+        target.discard()
         path.unlink(missing_ok=True)
         raise
     return path, info
