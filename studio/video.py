@@ -14,7 +14,7 @@ import av
 import numpy as np
 
 from alaya_errors import UserError
-from gbuffer.formats.common import AtomicFile
+from gbuffer.formats.common import AtomicFile, CommitOnExit
 from gbuffer.size import H264_RULE, Size, SizeError
 
 
@@ -35,7 +35,7 @@ def check_output_file(path: str | Path) -> Path:
     return path
 
 
-class Mp4Writer:
+class Mp4Writer(CommitOnExit):
     def __init__(self, path: str | Path, width: int, height: int, fps: float, *, crf: int = 18,
                  preset: str = "veryfast"):
         self.path = check_output_file(path)
@@ -94,15 +94,6 @@ class Mp4Writer:
         except Exception:  # noqa: BLE001 - the container may already be broken; the partial goes anyway
             pass
         self._target.discard()
-
-    def __enter__(self) -> "Mp4Writer":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def read_mp4_frames(path: str | Path) -> list[np.ndarray]:

@@ -60,6 +60,20 @@ class AtomicFile:
         self.tmp.unlink(missing_ok=True)
 
 
+class CommitOnExit:
+    """For writers with close() (finish and move into place) and abort() (drop the partial file): a `with`
+    block that ends normally closes, one that raises aborts."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write into; it becomes `path` only if the block finishes without error."""
