@@ -53,7 +53,7 @@ def test_offers_beyond_the_limit_are_refused_cleanly(studio):
             assert len(studio.sessions) == LIMIT
             for v in admitted:
                 await v.wait_frames(3)  # admitted sessions are whole, not starved by the refused ones
-            async with httpx.AsyncClient(base_url=studio.url) as http:
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
                 res = await http.post("/api/webrtc/offer", json={"sdp": "m=video", "size": "32x16"})
                 assert res.status_code == 503 and res.headers["retry-after"] == "10"
                 metrics = (await http.get("/metrics")).text
@@ -95,7 +95,7 @@ def check_no_leaks(studio, n: int, max_late_growth_mib: float) -> dict:
 
     threads0, threads1, rss, seconds = asyncio.run(scenario())
     alive = sum(1 for ref in sessions if ref() is not None)
-    assert not studio.sessions and httpx.get(f"{studio.url}/api/health").json()["sessions"] == 0
+    assert not studio.sessions and httpx.get(f"{studio.url}/api/health", timeout=60).json()["sessions"] == 0
     assert threads1 <= threads0 + 2, f"threads grew from {threads0} to {threads1} over {n} sessions"
     assert alive <= 2, f"{alive} of {n} closed sessions are still referenced"
     first, last = (rss[1] - rss[0]) / 2**20, (rss[3] - rss[2]) / 2**20
@@ -133,7 +133,7 @@ def test_a_heavy_schedule_message_does_not_stall_other_sessions(studio):
             mark = await heavy.send({"type": "schedule", "schedule": heavy_parseq_schedule(600_000)})
             await asyncio.sleep(0.2)  # the message is across
             n = len(bystander.frames)
-            async with httpx.AsyncClient(base_url=studio.url) as http:
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
                 assert (await http.get("/api/health", timeout=10)).status_code == 200
             # Had the parse run on the event loop, the answer would only come after it (and its ack) finished.
             still_parsing = not any(m.get("request") == "schedule" for m in heavy.messages[mark:])

@@ -27,7 +27,7 @@ def test_metrics_have_histograms_of_render_time_latency_and_first_frame(studio):
     async def scenario():
         async with StudioViewer(studio.url, size="64x32", source="demo", keep_pixels=False) as viewer:
             await viewer.wait_frames(8)
-            async with httpx.AsyncClient(base_url=studio.url) as http:
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
                 res = await http.get("/metrics")
                 health = (await http.get("/api/health")).json()
         assert await wait_no_sessions(studio)

@@ -77,7 +77,7 @@ def test_built_in_schedule_names_cannot_traverse(studio):
 
 def test_session_ids_in_urls_are_only_looked_up(studio):
     for path in ("/api/sessions/..%2F..%2Fetc%2Fpasswd", "/api/sessions/%00", "/api/sessions/../health/x"):
-        res = httpx.get(f"{studio.url}{path}")
+        res = httpx.get(f"{studio.url}{path}", timeout=60)
         assert res.status_code == 404 and "root:" not in res.text
 
 

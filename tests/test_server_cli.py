@@ -58,7 +58,7 @@ def test_python_app_py_serves_the_studio():
                 assert server.poll() is None and time.monotonic() < deadline, "the studio did not come up"
                 time.sleep(0.2)
         assert health["status"] == "ok" and health["max_sessions"] == 1 and health["renderer"] == "reference"
-        assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/docs", timeout=60).status_code == 200
     finally:
         server.terminate()
         server.wait(15)

@@ -84,7 +84,7 @@ def test_prompt_switch_changes_the_picture_at_the_reported_frame(studio):
             assert status["label"] == "volcano"
 
             # the switch is in the session's schedule: it can be saved and replayed
-            async with httpx.AsyncClient() as http:
+            async with httpx.AsyncClient(timeout=60) as http:
                 schedule = (await http.get(f"{studio.url}/api/sessions/{viewer.session_id}/schedule")).json()
             assert schedule["segments"][-1]["start"] == switch
             assert schedule["segments"][-1]["prompts"][0]["preset"] == "volcano"
@@ -172,7 +172,7 @@ def test_pause_seek_and_play(studio):
 
 def test_bad_offers_get_one_line_json_errors(studio):
     async def scenario():
-        async with httpx.AsyncClient(base_url=studio.url) as http:
+        async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
             cases = [({"sdp": "v=0 garbage", "type": "offer"}, 400, "video m-line"),
                      ({"type": "offer"}, 422, "sdp: missing"),
                      ({"sdp": "x", "type": "answer"}, 422, "type"),
@@ -246,7 +246,7 @@ def test_an_offer_that_never_connects_is_dropped(tmp_path):
         pc = RTCPeerConnection()
         pc.addTransceiver("video", direction="recvonly")
         await pc.setLocalDescription(await pc.createOffer())
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             res = await http.post(f"{server.url}/api/webrtc/offer",
                                   json={"sdp": pc.localDescription.sdp, "type": "offer", "size": "64x32"})
         assert res.status_code == 200 and len(server.sessions) == 1

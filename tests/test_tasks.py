@@ -70,7 +70,7 @@ def test_sessions_closed_mid_offer_and_mid_stream_leave_no_task_and_no_warning(s
             await viewer.wait_frames(4)
         async with StudioViewer(studio.url, **OPTIONS, keep_pixels=False) as viewer:
             await viewer.wait_frames(4)
-            async with httpx.AsyncClient(base_url=studio.url) as http:
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
                 assert (await http.delete(f"/api/sessions/{viewer.session_id}")).status_code == 204
             # ending a session finishes its watchdog too, before the answer (not a second later, on its own)
             assert watchers_of(studio, viewer.session_id) == []
@@ -78,7 +78,7 @@ def test_sessions_closed_mid_offer_and_mid_stream_leave_no_task_and_no_warning(s
         # mid-offer: answered but never connected (ended by the connect timeout), and ended over the API
         await offer_without_connecting(studio)
         session_id = await offer_without_connecting(studio)
-        async with httpx.AsyncClient(base_url=studio.url) as http:
+        async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
             assert (await http.delete(f"/api/sessions/{session_id}")).status_code == 204
         assert watchers_of(studio, session_id) == []
         assert await wait_no_sessions(studio, 20)

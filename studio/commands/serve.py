@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
     p.add_argument("--size", default="416x224", help="default session size WxH")
     p.add_argument("--fps", type=float, default=30.0, help="default session frame rate")
+    p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
+    p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
+    p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
     p.set_defaults(func=run)
 
 
@@ -32,6 +35,8 @@ def settings_from_args(args):
     if args.max_sessions < 1:
         raise UserError(f"{args.max_sessions} must be at least 1", "--max-sessions")
     width, height = Size.parse(args.size, "--size")
+    if args.osc_port is not None and not 1 <= args.osc_port <= 65535:
+        raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
@@ -42,7 +47,8 @@ def settings_from_args(args):
         options["unknown_prompt"] = "presets"
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=width, height=height, fps=args.fps)
+                    width=width, height=height, fps=args.fps, osc_port=args.osc_port, osc_host=args.osc_host,
+                    osc_session=args.osc_session)
 
 
 def expose_warning(settings) -> str | None:

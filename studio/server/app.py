@@ -16,6 +16,7 @@ from studio import __version__
 from gbuffer.feed import FeedHub, FeedLimits
 from studio.server import feed_routes, routes
 from studio.server.metrics import StudioMetrics
+from studio.server.osc import start_osc
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
@@ -33,7 +34,10 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
         app.state.loop = asyncio.get_running_loop()  # for code on other threads (and tests) that must reach it
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
+        osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
         yield
+        if osc is not None:
+            osc.close()
         await app.state.sessions.close_all()
         await warm
 

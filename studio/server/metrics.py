@@ -3,7 +3,7 @@ gauges and counters read from the session manager at scrape time, and histograms
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -45,6 +45,9 @@ class StudioMetrics:
         self.time_to_first_frame = Histogram("alaya_time_to_first_frame_seconds",
                                              "Offer received to first video frame sent", ["renderer"],
                                              buckets=FIRST_FRAME_BUCKETS, registry=self.registry)
+        self.osc_applied = Counter("alaya_osc_applied", "OSC commands applied to a session", registry=self.registry)
+        self.osc_rejected = Counter("alaya_osc_rejected", "OSC packets or commands rejected", ["reason"],
+                                    registry=self.registry)
         self.registry.register(_LiveState(sessions, feeds, settings))
 
     def observer(self, renderer: str) -> SessionObserver:

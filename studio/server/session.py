@@ -267,6 +267,11 @@ class LiveSession:
             self.errors += 1
             self.send(dc.error_message(exc, msg.type))
 
+    def control(self, message: dict) -> None:
+        """A command from outside the page (OSC, REST), in the data channel's message shapes: applied like one,
+        but a bad one raises its UserError to the caller instead of answering the page."""
+        self._dispatch(dc.parse_client_message(json.dumps(message)))
+
     def _dispatch(self, msg) -> None:
         HANDLERS[msg.type](self, msg)
 

@@ -1,0 +1,148 @@
+"""OSC show control: UDP packets from a control surface (TouchOSC, QLab, a lighting desk) become the data
+channel's commands on a live session. See docs/presenting.md for the address map.
+
+    /alaya/preset <name>            /alaya/prompt <text>          /alaya/blend <a> <b> <weight of b>
+    /alaya/transition <frames>      /alaya/pause   /alaya/play    /alaya/seek <frame>
+    /alaya/session/<id>/<command>   the same, for one session instead of the presenter's
+
+The presenter's session is the one named with `serve --osc-session`, else the newest. Packets are parsed with
+python-osc; bundles apply at once (a timetag never makes the event loop wait). A bad packet or command is
+counted in /metrics by reason and logged once per reason; it never reaches a session as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from pythonosc.osc_packet import OscPacket, ParseError
+
+from alaya_errors import UserError
+from studio.server.metrics import StudioMetrics
+
+log = logging.getLogger("alaya.osc")
+PREFIX = "/alaya/"
+
+
+class OscRejected(UserError):
+    """An OSC message that cannot be applied; `reason` is its metrics label."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message, "osc")
+        self.reason = reason
+
+
+def _args(args: list, *kinds: type, address: str) -> list:
+    """`args` if they match `kinds` (int passes for float); else OscRejected('bad arguments')."""
+    ok = len(args) == len(kinds) and all(
+        isinstance(a, k) or (k is float and isinstance(a, int)) for a, k in zip(args, kinds))
+    if not ok or any(isinstance(a, bool) for a in args):
+        wanted = " ".join(k.__name__ for k in kinds) or "no arguments"
+        raise OscRejected("bad arguments", f"{address} takes {wanted}, got {args!r}"[:200])
+    return args
+
+
+class OscControl(asyncio.DatagramProtocol):
+    def __init__(self, sessions, metrics: StudioMetrics, session_id: str | None = None):
+        self.sessions = sessions            # SessionManager
+        self.metrics = metrics
+        self.session_id = session_id
+        self.transitions: dict[str, int] = {}   # session id → frames, set by /alaya/transition
+        self._logged: set[str] = set()
+        # command → (argument types, the data-channel message built from the session id and the arguments)
+        self.commands: dict[str, tuple[tuple[type, ...], Callable[[str, list], dict | None]]] = {
+            "preset": ((str,), lambda sid, a: {"type": "preset", "name": a[0], **self._transition_of(sid)}),
+            "prompt": ((str,), lambda sid, a: {"type": "prompt", "text": a[0], **self._transition_of(sid)}),
+            "blend": ((str, str, float), self._blend),
+            "transition": ((int,), self._set_transition),
+            "pause": ((), lambda sid, a: {"type": "pause"}),
+            "play": ((), lambda sid, a: {"type": "play"}),
+            "seek": ((int,), lambda sid, a: {"type": "seek", "frame": a[0]}),
+        }
+
+    # ---- UDP ---------------------------------------------------------------------------------------------
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        try:
+            messages = [timed.message for timed in OscPacket(data).messages]
+        except (ParseError, ValueError, IndexError, TypeError):   # python-osc's parser raises more than ParseError
+            self._reject(OscRejected("not OSC", f"a {len(data)}-byte packet that is not OSC"))
+            return
+        for message in messages:
+            self.apply(message.address, list(message.params))
+
+    def apply(self, address: str, args: list) -> None:
+        """One message; counted as applied or rejected (with its reason), never raised."""
+        try:
+            session, command = self._route(address)
+            if command not in self.commands:
+                raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
+            kinds, build = self.commands[command]
+            message = build(session.id, _args(args, *kinds, address=address))
+            if message is not None:
+                session.control(message)
+        except OscRejected as exc:
+            self._reject(exc)
+        except UserError as exc:   # the session refused it: unknown preset, seek on a live source, ...
+            self._reject(OscRejected("refused", f"{address}: {exc}"))
+        else:
+            self.metrics.osc_applied.inc()
+
+    # ---- commands ------------------------------------------------------------------------------------------
+
+    def _transition_of(self, sid: str) -> dict:
+        return {"transition": self.transitions.get(sid, 0)}
+
+    def _blend(self, sid: str, args: list) -> dict:
+        a, b, weight = args
+        if not 0.0 <= weight <= 1.0:
+            raise OscRejected("bad arguments", f"blend weight {weight:g} is not within 0..1")
+        return {"type": "blend", "prompts": [{"text": a, "weight": 1.0 - weight}, {"text": b, "weight": weight}],
+                **self._transition_of(sid)}
+
+    def _set_transition(self, sid: str, args: list) -> None:
+        if not 0 <= args[0] <= 10_000:
+            raise OscRejected("bad arguments", f"transition {args[0]} frames is not within 0..10000")
+        self.transitions[sid] = args[0]
+        return None
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+
+    def _route(self, address: str) -> tuple[Any, str]:
+        """'/alaya/preset' → (presenter's session, 'preset'); '/alaya/session/ID/preset' → (session ID, ...)."""
+        if not address.startswith(PREFIX):
+            raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
+        parts = address[len(PREFIX):].split("/")
+        if parts[0] == "session" and len(parts) == 3:
+            session = self.sessions.sessions.get(parts[1])
+            if session is None:
+                raise OscRejected("no session", f"no live session {parts[1][:40]!r}")
+            return session, parts[2]
+        if len(parts) != 1:
+            raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
+        return self._presenter(), parts[0]
+
+    def _presenter(self):
+        live = self.sessions.sessions
+        session = live.get(self.session_id) if self.session_id else next(reversed(live.values()), None)
+        if session is None:
+            raise OscRejected("no session", f"no live session {self.session_id!r}" if self.session_id
+                              else "no live session to control")
+        return session
+
+    def _reject(self, exc: OscRejected) -> None:
+        self.metrics.osc_rejected.labels(exc.reason).inc()
+        if exc.reason not in self._logged:   # once per reason: a flood of junk must not flood the log
+            self._logged.add(exc.reason)
+            log.warning("OSC message rejected (%s): %s; further ones of this kind are only counted",
+                        exc.reason, exc.detail)
+
+
+async def start_osc(settings, sessions, metrics) -> asyncio.DatagramTransport:
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: OscControl(sessions, metrics, settings.osc_session),
+        local_addr=(settings.osc_host, settings.osc_port))
+    log.info("OSC control on udp://%s:%d", settings.osc_host, settings.osc_port)
+    return transport
