@@ -29,9 +29,10 @@ def free_udp_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def studio():
+def studio(tmp_path_factory):
     torch.set_num_threads(1)
-    with BackgroundServer(Settings(port=0, max_sessions=2, osc_port=free_udp_port())) as server:
+    with BackgroundServer(Settings(port=0, max_sessions=2, osc_port=free_udp_port(),
+                                   takes_dir=tmp_path_factory.mktemp("takes"))) as server:
         yield server
 
 
@@ -73,6 +74,11 @@ def test_a_style_switch_over_osc_lands_in_the_session_at_the_next_chunk(studio):
             client.send_message(f"/alaya/session/{first.session_id}/blend", ["polar", "infrared", 0.25])
             ack = await first.wait_message("ack", request="blend")
             assert ack["transition"] == 8 and "polar" in ack["label"] and "infrared" in ack["label"]
+            client.send_message("/alaya/take/start", [])
+            await presenter.wait_message("ack", after=mark, request="take", action="start")
+            client.send_message("/alaya/take/stop", [])
+            stopped = await presenter.wait_message("take", after=mark, state="stopped", timeout=60)
+            assert (studio.settings.takes_dir / stopped["take_id"] / "take.json").is_file()
             client.send_message("/alaya/pause", [])
             await presenter.wait_message("ack", after=mark, request="pause")
         assert await wait_no_sessions(studio)

@@ -129,13 +129,20 @@ class Stats(_Message):
     type: Literal["stats"]
 
 
+class Take(_Message):
+    """Start or stop recording a take (input G-buffers, schedule as played, output as sent)."""
+
+    type: Literal["take"]
+    action: Literal["start", "stop"]
+
+
 ClientMessage = Annotated[
     Union[SetPrompt, SetPreset, SetBlend, SetSchedule, PatchSchedule, Play, Pause, Seek, Loop, Key, Input,
-          Autopilot, Stats],
+          Autopilot, Stats, Take],
     Field(discriminator="type")]
 _adapter: TypeAdapter = TypeAdapter(ClientMessage)
 MESSAGE_TYPES = ("prompt", "preset", "blend", "schedule", "switch", "play", "pause", "seek", "loop", "key",
-                 "input", "autopilot", "stats")
+                 "input", "autopilot", "stats", "take")
 
 
 def parse_client_message(text: str | bytes) -> BaseModel:

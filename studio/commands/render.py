@@ -1,4 +1,5 @@
-"""`alaya-studio render INPUT... (--prompt TEXT | --schedule FILE) -o out.mp4`: offline render to H.264 MP4."""
+"""`alaya-studio render INPUT... (--prompt TEXT | --schedule FILE) -o out.mp4`: offline render to H.264 MP4.
+`alaya-studio render TAKE -o out.mp4` re-renders a recorded take with its schedule as played."""
 
 from __future__ import annotations
 
@@ -13,19 +14,19 @@ def register(sub) -> None:
     p = sub.add_parser("render", help="render a G-buffer sequence (or the built-in engine) to an MP4",
                        description="Render recorded G-buffers (.npy windows, .gbuf.zip, clip or image folders) or "
                                    "'demo' (the built-in engine on autopilot) to an H.264 MP4.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="sequence files/folders, or 'demo'")
-    what = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="sequence files/folders, 'demo', or a take folder")
+    what = p.add_mutually_exclusive_group()
     what.add_argument("--prompt", help="a preset name (e.g. cyberpunk) or free text")
     what.add_argument("--schedule", help="schedule JSON / keyframes / Parseq file, or 'eight-worlds'")
     p.add_argument("-o", "--output", required=True, help="output .mp4")
-    p.add_argument("--renderer", default="reference", help="reference (CPU) or flash (needs --weights)")
+    p.add_argument("--renderer", help="reference (CPU, the default) or flash (needs --weights); a take: its own")
     p.add_argument("--weights", help="flash weights directory (official layout)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cuda when available)")
     p.add_argument("--frames", type=int, help=f"frames to render (default: the whole sequence; "
                                               f"for 'demo' the schedule length or {DEFAULT_LIVE_FRAMES})")
-    p.add_argument("--size", help="render size WxH (default: the input's; 416x224 for 'demo')")
+    p.add_argument("--size", help="render size WxH (default: the input's; 416x224 for 'demo'; a take's own)")
     p.add_argument("--fps", type=float, help="output frame rate (default: the source's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="default 0; a take: its own")
     p.add_argument("--metrics", help="write metrics JSON here")
     p.add_argument("--side-by-side", action="store_true", help="write the G-buffer channels beside the output")
     p.add_argument("--no-progress", action="store_true")
@@ -39,6 +40,7 @@ def run(args) -> int:
     from studio.rollout import Rollout
     from studio.schedule import Schedule, load_schedule
     from studio.sources import ENGINE_INPUTS, open_source
+    from studio.takes import is_take, open_take
     from studio.video import check_output_file
 
     if args.frames is not None and args.frames <= 0:
@@ -47,7 +49,24 @@ def run(args) -> int:
         raise UserError(f"must be between 0 and 240, got {args.fps}", "--fps")
     size = Size.parse(args.size, "--size") if args.size else None
     check_output_file(args.output)
-    schedule = load_schedule(args.schedule) if args.schedule else Schedule.single(args.prompt)
+    schedule = None
+    if len(args.inputs) == 1 and is_take(args.inputs[0]):
+        # a take replays its input with its schedule as played, at its size, seed and renderer unless overridden
+        meta, recording, take_schedule = open_take(args.inputs[0])
+        args.inputs = [str(recording)]
+        size = size or Size(meta["width"], meta["height"])
+        args.fps = args.fps or meta["fps"]
+        args.renderer = args.renderer or meta["renderer"]
+        args.seed = meta["seed"] if args.seed is None else args.seed
+        schedule = take_schedule
+    if args.schedule:
+        schedule = load_schedule(args.schedule)
+    elif args.prompt:
+        schedule = Schedule.single(args.prompt)
+    elif schedule is None:
+        raise UserError("give --prompt or --schedule (a take brings its own schedule)", "render")
+    args.renderer = args.renderer or "reference"
+    args.seed = 0 if args.seed is None else args.seed
     options = {"device": args.device} if args.device else {}
     if args.weights:
         if args.renderer != "flash":

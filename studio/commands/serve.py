@@ -20,6 +20,7 @@ def register(sub) -> None:
     p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
     p.add_argument("--size", default="416x224", help="default session size WxH")
     p.add_argument("--fps", type=float, default=30.0, help="default session frame rate")
+    p.add_argument("--takes-dir", type=Path, help="where takes are recorded (default: DATA_DIR/takes, else ./takes)")
     p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
     p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
     p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
@@ -47,7 +48,7 @@ def settings_from_args(args):
         options["unknown_prompt"] = "presets"
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=width, height=height, fps=args.fps, osc_port=args.osc_port, osc_host=args.osc_host,
+                    width=width, height=height, fps=args.fps, takes_dir=args.takes_dir, osc_port=args.osc_port, osc_host=args.osc_host,
                     osc_session=args.osc_session)
 
 

@@ -91,3 +91,7 @@ class FeedInfo(BaseModel):
 class ErrorBody(BaseModel):
     error: str
     where: str | None = None
+
+
+class TakeRequest(BaseModel):
+    action: Literal["start", "stop"] = Field(description="start or stop recording a take of the session")

@@ -3,6 +3,7 @@ channel's commands on a live session. See docs/presenting.md for the address map
 
     /alaya/preset <name>            /alaya/prompt <text>          /alaya/blend <a> <b> <weight of b>
     /alaya/transition <frames>      /alaya/pause   /alaya/play    /alaya/seek <frame>
+    /alaya/take/start               /alaya/take/stop
     /alaya/session/<id>/<command>   the same, for one session instead of the presenter's
 
 The presenter's session is the one named with `serve --osc-session`, else the newest. Packets are parsed with
@@ -59,6 +60,8 @@ class OscControl(asyncio.DatagramProtocol):
             "pause": ((), lambda sid, a: {"type": "pause"}),
             "play": ((), lambda sid, a: {"type": "play"}),
             "seek": ((int,), lambda sid, a: {"type": "seek", "frame": a[0]}),
+            "take/start": ((), lambda sid, a: {"type": "take", "action": "start"}),
+            "take/stop": ((), lambda sid, a: {"type": "take", "action": "stop"}),
         }
 
     # ---- UDP ---------------------------------------------------------------------------------------------
@@ -114,14 +117,12 @@ class OscControl(asyncio.DatagramProtocol):
         if not address.startswith(PREFIX):
             raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
         parts = address[len(PREFIX):].split("/")
-        if parts[0] == "session" and len(parts) == 3:
+        if parts[0] == "session" and len(parts) >= 3:
             session = self.sessions.sessions.get(parts[1])
             if session is None:
                 raise OscRejected("no session", f"no live session {parts[1][:40]!r}")
-            return session, parts[2]
-        if len(parts) != 1:
-            raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
-        return self._presenter(), parts[0]
+            return session, "/".join(parts[2:])
+        return self._presenter(), "/".join(parts)
 
     def _presenter(self):
         live = self.sessions.sessions

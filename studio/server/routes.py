@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from renderer import RENDERERS
 from studio import __version__
 from studio.server.metrics import CONTENT_TYPE
-from studio.server.models import ErrorBody, FeedInfo, Health, OfferAnswer, OfferRequest, SessionInfo
+from studio.server.models import ErrorBody, FeedInfo, Health, OfferAnswer, OfferRequest, SessionInfo, TakeRequest
 from studio.server.session import LiveSession
 
 router = APIRouter()
@@ -58,6 +58,14 @@ async def get_session(session_id: str, request: Request) -> SessionInfo:
 async def get_schedule(session_id: str, request: Request) -> dict:
     """The session's schedule, live prompt switches included: save it to replay the session offline."""
     return _session(request, session_id).rollout.schedule.to_json()
+
+
+@router.post("/api/sessions/{session_id}/take", responses=ERRORS, tags=["sessions"])
+async def take(session_id: str, body: TakeRequest, request: Request) -> dict:
+    """Start or stop recording a take of the session (docs/presenting.md); answers the take's status."""
+    session = _session(request, session_id)
+    message = session.start_take() if body.action == "start" else session.stop_take()
+    return {k: v for k, v in message.items() if k not in ("type", "request")}
 
 
 @router.delete("/api/sessions/{session_id}", status_code=204, tags=["sessions"])

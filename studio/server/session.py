@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import av
@@ -24,6 +25,7 @@ from gbuffer.source import LiveSource
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
 from studio.server.metrics import SessionObserver
+from studio.takes import TakeError, TakeRecorder
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
@@ -57,7 +59,8 @@ class FrameStatus:
 class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
                  stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
-                 observer: SessionObserver | None = None, offered_at: float | None = None):
+                 observer: SessionObserver | None = None, offered_at: float | None = None,
+                 takes_dir: Path | None = None):
         self.id = session_id
         self.rollout = rollout
         self.fps = fps
@@ -75,6 +78,8 @@ class LiveSession:
         self.state = "starting"          # starting → playing / paused / ended → closed
         self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
         self.observer = observer
+        self.takes_dir = takes_dir
+        self.take: TakeRecorder | None = None   # the take being recorded, if any
         self.first_frame_sent: float | None = None
         self.errors = 0
         self.keys = dc.KeyState()
@@ -111,6 +116,10 @@ class LiveSession:
         self.track.stop()
         if self._thread.ident is not None:
             await self.loop.run_in_executor(None, self._thread.join, 10)
+        if self.take is not None:   # the worker is gone: the take has all it will get
+            take = self.take
+            take.stop("the session ended")
+            await self.loop.run_in_executor(None, take.join, 30)
         if self._thread.is_alive():
             log.warning("session %s: worker did not stop within 10 s", self.id)
         else:
@@ -166,6 +175,7 @@ class LiveSession:
     def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
         seeks = self._seeks
         self.latest_frame = chunk[-1]
+        take = self.take
         for f in chunk:
             rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
@@ -182,6 +192,8 @@ class LiveSession:
                 self._apply_commands()
                 if self._seeks != seeks:
                     return
+            if take is not None:   # what was handed to the viewer, in that order
+                take.add(f.gbuffer, rgb, f.conditioning, f.index)
 
     def _apply_commands(self) -> None:
         while True:
@@ -230,6 +242,9 @@ class LiveSession:
                   "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
                                                        fps < 0.9 * self.fps),
                   "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state}
+        if self.take is not None and not self.take.stopping:
+            status["take"] = {"frames": self.take.info.frames,
+                              "seconds": round(time.time() - self.take.info.started_wall, 1)}
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
 
@@ -316,6 +331,49 @@ class LiveSession:
     @handles("stats")
     def _on_stats(self, msg) -> None:
         self.send(self.stats())
+
+    @handles("take")
+    def _on_take(self, msg) -> None:
+        if msg.action == "start":
+            self.start_take()
+        else:
+            self.stop_take()
+
+    # ---- takes -----------------------------------------------------------------------------------------
+
+    def start_take(self) -> dict:
+        if self.take is not None and not self.take.stopping:
+            raise TakeError(f"take {self.take.info.id} is already recording", "take")
+        if self.takes_dir is None:
+            raise TakeError("this studio records no takes", "take")
+        self.take = TakeRecorder.start(self.takes_dir, self._take_stopped, source=self.source_name,
+                                       renderer=self.renderer_name, width=self.width, height=self.height,
+                                       fps=self.fps, seed=self.rollout.session.seed)
+        message = {"type": "ack", "request": "take", "action": "start", **self.take_status()}
+        self.send(message)
+        return message
+
+    def stop_take(self) -> dict:
+        take = self.take
+        if take is None or take.stopping:
+            raise TakeError("no take is recording", "take")
+        take.stop()
+        message = {"type": "ack", "request": "take", "action": "stop", **self.take_status()}
+        self.send(message)
+        return message
+
+    def take_status(self) -> dict:
+        take = self.take
+        if take is None:
+            return {"recording": False}
+        info = take.info
+        return {"recording": not take.stopping, "take_id": info.id, "frames": info.frames,
+                "seconds": round(time.time() - info.started_wall, 1), "path": str(info.path)}
+
+    def _take_stopped(self, info) -> None:
+        """From the take's writer thread, once its files are closed."""
+        self.send({"type": "take", "state": "stopped", "take_id": info.id, "frames": info.frames,
+                   "path": str(info.path), "reason": info.stopped_because})
 
     def _require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:

@@ -168,7 +168,7 @@ class SessionManager:
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
                                   renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at)
+                                  offered_at=offered_at, takes_dir=self.settings.takes_path)
             try:
                 answer = await self._negotiate(session, req, plan)
             except BaseException:

@@ -27,9 +27,16 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    takes_dir: Path | None = None     # where takes are recorded; default: DATA_DIR/takes, else ./takes
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off
     osc_host: str = "127.0.0.1"
     osc_session: str | None = None    # the session OSC commands without /alaya/session/<id>/ go to; None = newest
+
+    @property
+    def takes_path(self) -> Path:
+        if self.takes_dir is not None:
+            return Path(self.takes_dir)
+        return Path(self.data_dir) / "takes" if self.data_dir is not None else Path("takes")
 
     @property
     def loopback(self) -> bool:

@@ -1,0 +1,116 @@
+"""Takes: a live session's input, schedule as played and output, recorded and re-rendered offline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from helpers.sessions import wait_no_sessions
+from studio.cli import main as cli
+from studio.schedule import Schedule
+from studio.server import Settings
+from studio.server.background import BackgroundServer
+from studio.video import read_mp4_frames
+from webrtc.client import StudioViewer
+
+VIEW = {"size": "64x32", "source": "demo", "prompt": "polar"}
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    torch.set_num_threads(1)
+    data = tmp_path_factory.mktemp("data")
+    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data)) as server:
+        yield server
+
+
+def record_take(studio) -> tuple[dict, dict]:
+    """Drive a take: start over the data channel, a live switch to volcano, stop over REST. → (stopped message,
+    the switch's ack)."""
+    async def scenario():
+        async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
+            await viewer.wait_frames(3)
+            mark = await viewer.send({"type": "take", "action": "start"})
+            started = await viewer.wait_message("ack", after=mark, request="take")
+            assert started["recording"] and started["take_id"]
+            await viewer.wait_until(lambda: any(m.get("type") == "status" and m.get("take", {}).get("frames", 0) >= 6
+                                                for m in viewer.messages[mark:]), 60, "6 frames in the take")
+            mark = await viewer.send({"type": "preset", "name": "volcano"})
+            switched = await viewer.wait_message("ack", after=mark, request="preset")
+            await viewer.wait_until(lambda: any(m.get("type") == "status" and m.get("label") == "volcano"
+                                                and m["frame"] >= switched["frame"] + 6
+                                                for m in viewer.messages[mark:]), 60, "6 volcano frames")
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                assert res.status_code == 200 and res.json()["recording"] is False, res.text
+            stopped = await viewer.wait_message("take", state="stopped", timeout=60)
+        assert await wait_no_sessions(studio)
+        return stopped, switched
+    return asyncio.run(scenario())
+
+
+def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio, tmp_path):
+    stopped, switched = record_take(studio)
+    take = studio.settings.takes_path / stopped["take_id"]
+    assert str(take) == stopped["path"] and stopped["reason"] is None
+    meta = json.loads((take / "take.json").read_text())
+    n = meta["frames"]
+    assert n == stopped["frames"] >= 12 and (meta["width"], meta["height"], meta["renderer"]) == (64, 32, "reference")
+    # the schedule as played: polar, then volcano from the take frame that played the switch's timeline frame
+    schedule = Schedule.from_json(json.loads((take / "schedule.json").read_text()))
+    switch_at = meta["timeline_frames"].index(switched["frame"])
+    labels = [schedule.conditioning_at(k).label() for k in range(n)]
+    assert labels == ["polar"] * switch_at + ["volcano"] * (n - switch_at)
+    recorded = read_mp4_frames(take / "output.mp4")
+    assert len(recorded) == n
+    # re-rendered with the renderer it was recorded with: the same pictures, within codec tolerance
+    out = tmp_path / "again.mp4"
+    assert cli(["render", str(take), "-o", str(out), "--no-progress"]) == 0
+    again = read_mp4_frames(out)
+    assert len(again) == n
+    diff = np.abs(np.stack(again).astype(np.int16) - np.stack(recorded).astype(np.int16))
+    assert diff.mean() < 1.0, diff.mean()
+    # and at another size: same frames, same order, the switch on the same frame
+    bigger = tmp_path / "bigger.mp4"
+    assert cli(["render", str(take), "-o", str(bigger), "--size", "128x64", "--no-progress",
+                "--metrics", str(tmp_path / "m.json")]) == 0
+    assert len(read_mp4_frames(bigger)) == n
+    segments = json.loads((tmp_path / "m.json").read_text())["segments"]
+    assert [(s["frame"], s["prompt"]) for s in segments] == [(0, "polar"), (switch_at, "volcano")]
+
+
+def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_path):
+    async def scenario():
+        async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
+            await viewer.wait_frames(2)
+            mark = await viewer.send({"type": "take", "action": "stop"})
+            error = await viewer.wait_message("error", after=mark)
+            assert error["message"] == "no take is recording"
+            mark = await viewer.send({"type": "take", "action": "pause"})
+            assert "action" in (await viewer.wait_message("error", after=mark))["message"]
+            studio.app.state.sessions.sessions[viewer.session_id].takes_dir = tmp_path / "a-file"
+            (tmp_path / "a-file").write_text("not a folder")
+            mark = await viewer.send({"type": "take", "action": "start"})
+            error = await viewer.wait_message("error", after=mark)
+            assert "cannot create the take folder" in error["message"] and "\n" not in error["message"]
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                assert res.status_code == 400 and res.json()["error"] == "take: no take is recording"
+            n = len(viewer.frames)
+            await viewer.wait_frames(n + 8)
+        assert await wait_no_sessions(studio)
+    asyncio.run(scenario())
+
+
+def test_render_of_a_folder_that_is_half_a_take_says_what_is_missing(tmp_path, capsys):
+    take = tmp_path / "take"
+    take.mkdir()
+    (take / "take.json").write_text(json.dumps({"width": 64, "height": 32}))
+    assert cli(["render", str(take), "-o", str(tmp_path / "o.mp4")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("not a complete take: schedule.json is missing") and "\n" not in err
