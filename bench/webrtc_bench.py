@@ -10,8 +10,10 @@ Definitions:
   glass-to-glass       the server started rendering the chunk of frame k (wall clock, sent in the status
                        message) → the viewer decoded the picture stamped k; same machine, so one clock
   server CPU           server process user+system CPU seconds per wall second, divided by streams (1.0 = a core)
+  take                 with --takes off,on each row runs once plain and once recording a take per stream
 
     .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1,2,4
+    .venv/bin/python bench/webrtc_bench.py --sizes 416x224 --streams 1 --takes off,on,off,on   # a take's cost
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,10 +43,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def start_server(port: int, max_sessions: int, renderer: str) -> subprocess.Popen:
+def start_server(port: int, max_sessions: int, renderer: str, takes_dir: str) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--max-sessions",
-                               str(max_sessions), "--renderer", renderer], cwd=ROOT)
-    deadline = time.monotonic() + 60
+                               str(max_sessions), "--renderer", renderer, "--takes-dir", takes_dir], cwd=ROOT)
+    deadline = time.monotonic() + 180   # importing Gradio and torch on a busy machine
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
@@ -60,13 +63,17 @@ def latencies_ms(viewer: StudioViewer, since: float) -> list[float]:
             if f.received_at >= since and f.stamp in rendered]
 
 
-async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmup: float, seconds: float) -> dict:
+async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmup: float, seconds: float,
+                  take: bool = False) -> dict:
     viewers = [StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False, seed=i)
                for i in range(streams)]
     await asyncio.gather(*(v.start() for v in viewers))
     try:
         await asyncio.gather(*(v.wait_frames(1, timeout=120) for v in viewers))
         ttff = [(v.frames[0].received_at - v.offer_started) * 1e3 for v in viewers]
+        if take:
+            marks = [await v.send({"type": "take", "action": "start"}) for v in viewers]
+            await asyncio.gather(*(v.wait_message("ack", after=m, request="take") for v, m in zip(viewers, marks)))
         await asyncio.sleep(warmup)
         t0, cpu0 = time.time(), cpu_seconds(pid)
         counts0 = [len(v.frames) for v in viewers]
@@ -77,7 +84,7 @@ async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmu
         codec = viewers[0].messages[0].get("codec") if viewers[0].messages else None
     finally:
         await asyncio.gather(*(v.close() for v in viewers))
-    return {"size": size, "streams": streams, "target_fps": fps, "codec": codec,
+    return {"size": size, "streams": streams, "take": take, "target_fps": fps, "codec": codec,
             "ttff_ms": round(float(np.mean(ttff)), 1), "fps_per_stream": round(float(np.mean(fps_each)), 2),
             "fps_min": round(float(np.min(fps_each)), 2),
             "latency_p50_ms": round(float(np.percentile(lat, 50)), 1) if lat else None,
@@ -93,27 +100,32 @@ def main() -> int:
     parser.add_argument("--renderer", default="reference")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     counts = [int(n) for n in args.streams.split(",")]
+    takes = [t.strip() == "on" for t in args.takes.split(",")]
     port = free_port()
-    server = start_server(port, max(counts), args.renderer)
+    takes_dir = tempfile.TemporaryDirectory(prefix="alaya-bench-takes-")
+    server = start_server(port, max(counts), args.renderer, takes_dir.name)
     results = []
     try:
         for size in args.sizes.split(","):
             for n in counts:
-                results.append(asyncio.run(measure(f"http://127.0.0.1:{port}", server.pid, size, n, args.fps,
-                                                   args.warmup, args.seconds)))
-                print(json.dumps(results[-1]), file=sys.stderr)
-                time.sleep(1.5)  # let the sessions close
+                for take in takes:
+                    results.append(asyncio.run(measure(f"http://127.0.0.1:{port}", server.pid, size, n, args.fps,
+                                                       args.warmup, args.seconds, take)))
+                    print(json.dumps(results[-1]), file=sys.stderr)
+                    time.sleep(1.5)  # let the sessions close
     finally:
         server.terminate()
         server.wait(15)
-    header = f"{'size':>9} {'streams':>7} {'codec':>10} {'TTFF ms':>8} {'FPS/stream':>10} {'min':>6} " \
+        takes_dir.cleanup()
+    header = f"{'size':>9} {'streams':>7} {'take':>5} {'codec':>10} {'TTFF ms':>8} {'FPS/stream':>10} {'min':>6} " \
              f"{'g2g p50':>8} {'g2g p95':>8} {'CPU/stream':>10}"
     print(f"renderer {args.renderer}, target {args.fps:g} fps, {os.cpu_count()} CPUs\n{header}")
     for r in results:
-        print(f"{r['size']:>9} {r['streams']:>7} {str(r['codec']):>10} {r['ttff_ms']:>8} {r['fps_per_stream']:>10} "
+        print(f"{r['size']:>9} {r['streams']:>7} {'on' if r['take'] else 'off':>5} {str(r['codec']):>10} {r['ttff_ms']:>8} {r['fps_per_stream']:>10} "
               f"{r['fps_min']:>6} {str(r['latency_p50_ms']):>8} {str(r['latency_p95_ms']):>8} "
               f"{r['server_cpu_per_stream']:>10}")
     document = {"renderer": args.renderer, "target_fps": args.fps, "cpus": os.cpu_count(), "results": results}
