@@ -82,27 +82,28 @@ def test_wrong_shapes_are_listed(broken):
 
 
 def test_unexpected_and_missing_keys_are_listed(broken):
-    state = load_file(broken / TRANSFORMER_PARTIAL)
-    state["text_sink.extra"] = torch.zeros(1)
-    del state["text_sink.proj.0.weight"]
-    save_file(state, str(broken / TRANSFORMER_PARTIAL))
-    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*1 missing key\(s\): "
-                                           r"text_sink.proj.0.weight; 1 unexpected key\(s\): text_sink.extra"):
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
+    partial["blocks.0.extra"] = torch.zeros(1)
+    del partial["patch_mid.weight"]
+    save_file(partial, str(broken / TRANSFORMER_PARTIAL))
+    base = load_file(broken / TRANSFORMER_WEIGHTS)
+    patch_mid = base.pop("patch_mid.weight")
+    save_file(base, str(broken / TRANSFORMER_WEIGHTS))
+    with pytest.raises(WeightsError, match=r"transformer: checkpoint does not fit the model: 1 missing key\(s\): "
+                                           r"patch_mid.weight$"):
+        FlashPipeline.from_dir(broken, device="cpu")
+    save_file(base | {"patch_mid.weight": patch_mid}, str(broken / TRANSFORMER_WEIGHTS))
+    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*1 unexpected key\(s\): blocks.0.extra"):
         FlashPipeline.from_dir(broken, device="cpu")
 
 
 def test_embeddings_may_come_from_either_transformer_file(broken):
-    """Flash embeddings only in the partial (not in transformer/) load; the text sink only in transformer/
-    (not in the partial) is an error naming the partial."""
+    """Flash embeddings only in the partial (not in transformer/) load."""
     base = load_file(broken / TRANSFORMER_WEIGHTS)
     del base["patch_mid.weight"]
     save_file(base, str(broken / TRANSFORMER_WEIGHTS))
-    FlashPipeline.from_dir(broken, device="cpu")
-    partial = load_file(broken / TRANSFORMER_PARTIAL)
-    del partial["text_sink.slots"]
-    save_file(partial, str(broken / TRANSFORMER_PARTIAL))
-    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*missing key\(s\): text_sink.slots"):
-        FlashPipeline.from_dir(broken, device="cpu")
+    pipe = FlashPipeline.from_dir(broken, device="cpu")
+    assert torch.equal(pipe.transformer.patch_mid.weight, load_file(broken / TRANSFORMER_PARTIAL)["patch_mid.weight"])
 
 
 def test_corrupt_checkpoint_and_config_are_clear_errors(broken):

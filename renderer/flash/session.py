@@ -12,8 +12,6 @@ the last frame and the output trimmed; the padded group stays in history):
 
 from __future__ import annotations
 
-import resource
-import time
 from typing import Sequence
 
 import numpy as np
@@ -24,9 +22,11 @@ from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
 from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
 from renderer.flash.config import LATENT_CHANNELS, PATCH_MULTIPLE, SPATIAL_SCALE, TEMPORAL_SCALE
-from renderer.flash.decoder import DecoderMemory
+from renderer.flash.decoder import STARTUP_FRAMES, DecoderStream
 from renderer.flash.history import LatentHistory
 from renderer.flash.pipeline import FlashPipeline
+from renderer.flash.taehv import StreamMemory
+from renderer.timing import StageClock, peak_memory_bytes, start_chunk
 
 
 def check_size(width: int, height: int) -> None:
@@ -52,29 +52,6 @@ def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
     return x.unsqueeze(0)
 
 
-class StageTimer:
-    """Milliseconds from one lap to the next; synchronises CUDA so GPU work counts in the stage that queued it."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.ms: dict[str, float] = {}
-        self.last = self._now()
-
-    def _now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = self._now()
-        self.ms[stage] = (now - self.last) * 1e3
-        self.last = now
-
-
-def process_peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024     # Linux reports KiB
-
-
 class FlashSession(RenderSession):
     def __init__(self, pipeline: FlashPipeline, width: int, height: int, seed: int, chunk_size: int,
                  recache_on_switch: bool = False):
@@ -86,7 +63,9 @@ class FlashSession(RenderSession):
         self.latent_size = (height // SPATIAL_SCALE, width // SPATIAL_SCALE)
         self.history = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
                                      pipeline.device, pipeline.dtype)
-        self.memory = DecoderMemory()
+        self.trim_startup_frames = cfg.trim_startup_frames
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream(self.trim_startup_frames)
+        self.pending: torch.Tensor | None = None     # decoded frames not yet returned (trim mode's latency)
         self.generator = torch.Generator().manual_seed(seed)
         self.frames_rendered = 0
         self.last_prompt: torch.Tensor | None = None
@@ -103,11 +82,10 @@ class FlashSession(RenderSession):
         pipe = self.pipeline
         prompt = pipe.prompts.chunk(conditioning).unsqueeze(0).to(pipe.device)   # (1, text_len, text_dim)
         x = frames_to_tensor(frames, self.width, self.height, pipe.device)
-        if self._cuda:
-            torch.cuda.reset_peak_memory_stats(pipe.device)
-        timer = StageTimer(pipe.device)
+        start_chunk(pipe.device)
+        timer = StageClock(pipe.device)
         with torch.inference_mode():
-            gbuffer_latent = pipe.encode_gbuffer(x)
+            gbuffer_latent = pipe.encode_gbuffer(x, self.encoder_memory)
             timer.lap("gbuffer_encode")
             switched = self.last_prompt is not None and not torch.equal(prompt, self.last_prompt)
             if switched and self.recache_on_switch:
@@ -115,18 +93,35 @@ class FlashSession(RenderSession):
                 timer.lap("recache")
             t = gbuffer_latent.shape[2]
             latent = pipe.denoise(self._noise(t), gbuffer_latent, prompt, self.history.inputs(t),
-                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"))
+                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"),
+                                  fresh_noise=lambda: self._noise(t))
             self.history.push(latent, gbuffer_latent)
-            rgb = pipe.decode(latent, self.memory)
+            rgb = self._aligned(pipe.decode(latent, self.memory)[0], len(frames))
             timer.lap("decode")
         self.last_prompt = prompt
         self.frames_rendered += len(frames)
-        out = rgb[0, : len(frames)].permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
-        peak = torch.cuda.max_memory_allocated(pipe.device) if self._cuda else process_peak_rss_bytes()
-        timings = dict(timer.ms)
-        timings["denoise"] = sum(v for k, v in timer.ms.items() if k.startswith("denoise_step_"))
-        timings["total"] = sum(timer.ms.values())
-        return RenderResult(out.cpu().numpy(), timings, int(peak))
+        out = rgb.permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
+        timings = dict(timer.timings)
+        timings["denoise"] = sum(v for k, v in timer.timings.items() if k.startswith("denoise_step_"))
+        timings["total"] = sum(timer.timings.values())
+        return RenderResult(out.cpu().numpy(), timings, peak_memory_bytes(pipe.device))
+
+    def _aligned(self, decoded: torch.Tensor, n: int) -> torch.Tensor:
+        """The chunk's n output frames from its decoded frames (T, 3, H, W).
+
+        Default alignment: the decoded frames are the chunk's frames (padding past n dropped). TAEHV alignment
+        (trim_startup_frames): the decoder dropped its 3 start-up frames, so decoded frame i belongs to G-buffer
+        frame i and the newest 3 frames of a chunk only come out with the next chunk: the output runs 3 frames
+        late, and the first 3 outputs of a rollout hold its first frame."""
+        if not self.trim_startup_frames:
+            return decoded[:n]
+        decoded = decoded[: decoded.shape[0] - (-n % TEMPORAL_SCALE)]           # drop the chunk's padding
+        if self.pending is None:
+            decoded = torch.cat([decoded[:1].expand(STARTUP_FRAMES, *decoded.shape[1:]), decoded])
+        else:
+            decoded = torch.cat([self.pending, decoded])
+        self.pending = decoded[n:]
+        return decoded[:n]
 
     def _recache(self, prompt: torch.Tensor) -> None:
         """Re-render the short history under the new prompt: renoise it half way, finish the steps."""
@@ -138,7 +133,7 @@ class FlashSession(RenderSession):
         sigma = float(pipe.sampler.sigmas()[start])
         noisy = pipe.sampler.add_noise(self.history.recent_rgb(n), self._noise(n).to(pipe.device), sigma)
         clean = pipe.denoise(noisy, self.history.recent_gbuffer(n), prompt, self.history.inputs(n),
-                             start_step=start)
+                             start_step=start, fresh_noise=lambda: self._noise(n))
         self.history.replace_recent(clean)
 
     def state_bytes(self) -> int:
@@ -146,11 +141,13 @@ class FlashSession(RenderSession):
         if self.history is None:
             return 0
         return (sum(t.numel() * t.element_size() for t in self.history.tensors().values())
-                + self.memory.nbytes())
+                + self.memory.nbytes() + self.encoder_memory.nbytes()
+                + (self.pending.numel() * self.pending.element_size() if self.pending is not None else 0))
 
     def close(self) -> None:
         self.history = None
-        self.memory = DecoderMemory()
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream(self.trim_startup_frames)
+        self.pending = None
         self.last_prompt = None
         if self._cuda:
             torch.cuda.empty_cache()
