@@ -14,6 +14,7 @@ from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer.base import Renderer, RendererError
 from renderer.device import pick_device
 from renderer.flash.config import TEMPORAL_SCALE, InputRange, SamplerUpdate
+from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.session import FlashSession, check_size
@@ -122,5 +123,6 @@ class FlashRenderer(Renderer):
                 "num_steps": p.sampler.num_steps, "timestep_shift": p.sampler.shift,
                 "sigma_max": p.sampler.sigma_max, "sampler_update": p.sampler.update,
                 "trim_startup_frames": p.config.trim_startup_frames,
+                "latency_frames": STARTUP_FRAMES if p.config.trim_startup_frames else 0,
                 "gbuffer_encoder": p.gbuffer_encoder.family, "gbuffer_input_range": p.config.gbuffer_input_range,
                 "text_sink": p.text_sink_status, "parameters": sum(p.parameter_counts().values())}

@@ -64,8 +64,8 @@ class FlashSession(RenderSession):
         self.history = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
                                      pipeline.device, pipeline.dtype)
         self.trim_startup_frames = cfg.trim_startup_frames
-        self.encoder_memory, self.memory = StreamMemory(), DecoderStream(self.trim_startup_frames)
-        self.pending: torch.Tensor | None = None     # decoded frames not yet returned (trim mode's latency)
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
+        self.delay: torch.Tensor | None = None       # trim mode: the last 3 G-buffer frames, for the next chunk
         self.generator = torch.Generator().manual_seed(seed)
         self.frames_rendered = 0
         self.last_prompt: torch.Tensor | None = None
@@ -85,7 +85,7 @@ class FlashSession(RenderSession):
         start_chunk(pipe.device)
         timer = StageClock(pipe.device)
         with torch.inference_mode():
-            gbuffer_latent = pipe.encode_gbuffer(x, self.encoder_memory)
+            gbuffer_latent = pipe.encode_gbuffer(self._encoder_input(x, len(frames)), self.encoder_memory)
             timer.lap("gbuffer_encode")
             switched = self.last_prompt is not None and not torch.equal(prompt, self.last_prompt)
             if switched and self.recache_on_switch:
@@ -96,7 +96,7 @@ class FlashSession(RenderSession):
                                   on_step=lambda i: timer.lap(f"denoise_step_{i}"),
                                   fresh_noise=lambda: self._noise(t))
             self.history.push(latent, gbuffer_latent)
-            rgb = self._aligned(pipe.decode(latent, self.memory)[0], len(frames))
+            rgb = pipe.decode(latent, self.memory)[0, : len(frames)]
             timer.lap("decode")
         self.last_prompt = prompt
         self.frames_rendered += len(frames)
@@ -106,22 +106,20 @@ class FlashSession(RenderSession):
         timings["total"] = sum(timer.timings.values())
         return RenderResult(out.cpu().numpy(), timings, peak_memory_bytes(pipe.device))
 
-    def _aligned(self, decoded: torch.Tensor, n: int) -> torch.Tensor:
-        """The chunk's n output frames from its decoded frames (T, 3, H, W).
+    def _encoder_input(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """x (1, T, 5, 3, H, W), its first n frames real → what the G-buffer encoder sees.
 
-        Default alignment: the decoded frames are the chunk's frames (padding past n dropped). TAEHV alignment
-        (trim_startup_frames): the decoder dropped its 3 start-up frames, so decoded frame i belongs to G-buffer
-        frame i and the newest 3 frames of a chunk only come out with the next chunk: the output runs 3 frames
-        late, and the first 3 outputs of a rollout hold its first frame."""
+        Default alignment: the chunk itself (latent j = frames 4j..4j+3). TAEHV alignment (trim_startup_frames):
+        latent j covers frames 4j-3..4j, so the G-buffer stream is delayed by 3 frames: the rollout starts with 3
+        start-up copies of its first frame and each chunk hands its last 3 frames to the next. Output frame p then
+        shows G-buffer frame p-3 (3 frames of latency; the first 3 outputs are the start-up frames)."""
         if not self.trim_startup_frames:
-            return decoded[:n]
-        decoded = decoded[: decoded.shape[0] - (-n % TEMPORAL_SCALE)]           # drop the chunk's padding
-        if self.pending is None:
-            decoded = torch.cat([decoded[:1].expand(STARTUP_FRAMES, *decoded.shape[1:]), decoded])
-        else:
-            decoded = torch.cat([self.pending, decoded])
-        self.pending = decoded[n:]
-        return decoded[:n]
+            return x
+        if self.delay is None:
+            self.delay = x[:, :1].expand(-1, STARTUP_FRAMES, *x.shape[2:])
+        stream = torch.cat([self.delay, x], dim=1)
+        self.delay = stream[:, n:n + STARTUP_FRAMES].clone()
+        return stream[:, :x.shape[1]]
 
     def _recache(self, prompt: torch.Tensor) -> None:
         """Re-render the short history under the new prompt: renoise it half way, finish the steps."""
@@ -142,12 +140,12 @@ class FlashSession(RenderSession):
             return 0
         return (sum(t.numel() * t.element_size() for t in self.history.tensors().values())
                 + self.memory.nbytes() + self.encoder_memory.nbytes()
-                + (self.pending.numel() * self.pending.element_size() if self.pending is not None else 0))
+                + (self.delay.numel() * self.delay.element_size() if self.delay is not None else 0))
 
     def close(self) -> None:
         self.history = None
-        self.encoder_memory, self.memory = StreamMemory(), DecoderStream(self.trim_startup_frames)
-        self.pending = None
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
+        self.delay = None
         self.last_prompt = None
         if self._cuda:
             torch.cuda.empty_cache()

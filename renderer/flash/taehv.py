@@ -96,3 +96,15 @@ def init_signal_preserving(module: nn.Module) -> None:
             nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+def taehv_encoder(width: int = 64, latent_channels: int = 16, image_channels: int = 3,
+                  time_downscale=(True, True, False)) -> nn.Sequential:
+    """TAEHV's encoder: (N*T, 3, H, W) → (N*T/4, latent, H/8, W/8); indices as upstream (0 conv ... 17 conv)."""
+    def stage(stride: int) -> list[nn.Module]:
+        return [TPool(width, stride), conv(width, width, stride=2, bias=False),
+                MemBlock(width, width), MemBlock(width, width), MemBlock(width, width)]
+
+    return nn.Sequential(conv(image_channels, width), nn.ReLU(inplace=True),
+                         *[m for down in time_downscale for m in stage(2 if down else 1)],
+                         conv(width, latent_channels))

@@ -29,6 +29,7 @@ from diffusers.models.transformers.transformer_helios import HeliosRotaryPosEmbe
 from safetensors.torch import save_file
 from torch import nn
 
+from renderer.base import RendererError
 from renderer.flash.checkpoint import KeyMap, TensorInfo, WeightsError, load_tensor, mapped, read_header
 from renderer.flash.config import HELIOS_SHAPE_ARGS, LATENT_CHANNELS, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder, decoder_channels
@@ -124,7 +125,10 @@ def read_config(root: Path) -> FlashConfig:
     shape = {k: data[k] for k in HELIOS_SHAPE_ARGS if k in data}
     helios = {k: v for k, v in data.items() if k in HELIOS_ARGS and k not in HELIOS_SHAPE_ARGS
               and k not in ("in_channels", "out_channels")}
-    return FlashConfig.from_json({**extras, **shape, "name": base.name, "helios": helios}, str(path))
+    try:
+        return FlashConfig.from_json({**extras, **shape, "name": base.name, "helios": helios}, str(path))
+    except RendererError as exc:
+        raise WeightsError(exc.detail, exc.where) from None
 
 
 def _diffusers_version() -> str:
@@ -250,12 +254,13 @@ class WeightsPlan:
             check.family = family.name
             return
         check.family = "unknown"
-        check.errors.append(WeightsError(f"layout matches no G-buffer encoder family (key pattern: "
-                                         f"{', '.join(key_patterns(check.infos, 5))})", str(self.root / GBUFFER_ENCODER)))
+        unknown = WeightsError(f"layout matches no G-buffer encoder family (key pattern: "
+                               f"{', '.join(key_patterns(check.infos, 5))})", str(self.root / GBUFFER_ENCODER))
+        check.notes.append(unknown.detail)
         with torch.device("meta"):         # what today's grouped design of this config would need
             check.compare(state_shapes(GBufferEncoder.grouped(self.config.gbuffer_hidden)))
-        if check.missing or check.unexpected or check.mismatched:
-            check.errors.clear()           # the key diff is the more precise message
+        if check.ok:                       # no key diff: the pattern is all there is to say
+            check.errors.append(unknown)
 
     def _check_decoder(self) -> None:
         check = self.files[TINY_DECODER]
