@@ -420,3 +420,25 @@ def test_loading_never_materialises_a_randomly_initialised_model(tiny_dir, monke
     assert dtypes == {torch.bfloat16}
     assert pipe.transformer.condition_embedder.time_embedder.linear_1.weight.dtype == torch.float32   # diffusers'
     assert not any(t.is_meta for t in [*pipe.transformer.parameters(), *pipe.transformer.buffers()])
+
+
+def test_sampler_and_alignment_settings_reach_the_cli_and_the_server(tiny_dir, tmp_path, capsys):
+    from studio.cli import build_parser
+    from studio.commands.serve import settings_from_args
+
+    args = build_parser().parse_args(["serve", "--renderer", "flash", "--weights", str(tiny_dir),
+                                      "--renderer-option", "sampler_update=renoise",
+                                      "--renderer-option", "sigma_max=0.999", "--renderer-option", "num_steps=2"])
+    options = settings_from_args(args).renderer_options
+    assert options == {"sampler_update": "renoise", "sigma_max": 0.999, "num_steps": 2,
+                       "unknown_prompt": "presets", "weights": str(tiny_dir)}
+    assert create_renderer("flash", **options).describe()["sampler_update"] == "renoise"
+    assert cli(["serve", "--renderer", "flash", "--renderer-option", "num_steps=0", "--port", "1"]) == 2
+    assert "--renderer-option: num_steps: Input should be greater than or equal to 1" in capsys.readouterr().err
+    assert cli(["serve", "--renderer-option", "num_steps"]) == 2
+    assert "'num_steps' is not KEY=VALUE" in capsys.readouterr().err
+    out = tmp_path / "out.mp4"
+    assert cli(["render", "demo", "--prompt", "cyberpunk", "-o", str(out), "--renderer", "flash", "--weights",
+                str(tiny_dir), "--renderer-option", "trim_startup_frames=true", "--renderer-option", "num_steps=1",
+                "--frames", "8", "--size", "64x32", "--no-progress", "--device", "cpu"]) == 0
+    assert out.stat().st_size > 0

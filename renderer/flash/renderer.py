@@ -7,56 +7,19 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from alaya_errors import validate
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer.base import Renderer, RendererError
 from renderer.device import pick_device
-from renderer.flash.config import TEMPORAL_SCALE, InputRange, SamplerUpdate
 from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.session import FlashSession, check_size
+from renderer.flash.settings import FlashSettings
 from renderer.flash.text import UMT5PromptEncoder
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
           "fp32": torch.float32, "float32": torch.float32}
-# settings that override the weights' own FlashConfig (sampler as data, codec alignment and input range)
-CONFIG_OVERRIDES = ("num_steps", "timestep_shift", "sigma_max", "sampler_update", "trim_startup_frames",
-                    "gbuffer_input_range")
-
-
-class FlashSettings(BaseModel):
-    """The flash renderer's options (create_renderer("flash", ...), CLI and server settings); None = the
-    weights' own config."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    chunk_size: int | None = Field(None, ge=TEMPORAL_SCALE)
-    num_steps: int | None = Field(None, ge=1)
-    timestep_shift: float | None = Field(None, gt=0)
-    sigma_max: float | None = Field(None, gt=0, le=1)
-    sampler_update: SamplerUpdate | None = None
-    trim_startup_frames: bool | None = None
-    gbuffer_input_range: InputRange | None = None
-    recache_on_switch: bool = False
-    text_encoder: str | None = None
-    unknown_prompt: Literal["error", "presets"] = "error"
-    seed: int = 0
-    prompts: list[str] | None = None
-
-    @field_validator("chunk_size")
-    @classmethod
-    def _whole_latents(cls, v: int | None) -> int | None:
-        if v is not None and v % TEMPORAL_SCALE:
-            raise ValueError(f"must be a positive multiple of {TEMPORAL_SCALE}, got {v}")
-        return v
-
-    def config_overrides(self) -> dict:
-        return {k: getattr(self, k) for k in CONFIG_OVERRIDES if getattr(self, k) is not None}
-
-
 def nearest_presets_conditioning(text: str) -> Conditioning:
     """Free text with no embedding → the blend of its nearest presets (prompt_presets.matching's rule)."""
     from prompt_presets.matching import nearest_presets
