@@ -28,29 +28,14 @@ from renderer.flash.taehv import MemBlock, StreamMemory, init_signal_preserving,
 from renderer.flash.weights import (GBUFFER_ENCODER, TINY_DECODER, TRANSFORMER_CONFIG, TRANSFORMER_INDEX,
                                     TRANSFORMER_PARTIAL, TRANSFORMER_WEIGHTS, WeightsError, WeightsPlan)
 from studio.cli import main as cli
-from tests.test_flash import conds, make_frames, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.test_flash import make_frames, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.test_flash_weights import broken, render_two_chunks, weights_dir  # noqa: F401 (fixtures)
 
-PROMPT = "a green jungle world"
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("official") / "tiny"
-    assert cli(["flash", "init-random", str(root), "--config", "tiny", "--seed", "3", "--prompt", PROMPT]) == 0
-    return root
+PROMPT = "a green jungle world"          # cached by the weights_dir fixture
 
 
-@pytest.fixture
-def work(tiny_dir, tmp_path):
-    root = tmp_path / "w"
-    shutil.copytree(tiny_dir, root)
-    return root
-
-
-def rgb_of(renderer, frames=16) -> np.ndarray:
-    data = make_frames(frames)
-    with renderer.open_session(64, 32, seed=2) as s:
-        return np.concatenate([s.render(data[i:i + 8], conds(PROMPT, 8)).rgb for i in range(0, frames, 8)])
+def rgb_of(renderer) -> np.ndarray:
+    return render_two_chunks(renderer)
 
 
 def inspect_json(root, capsys) -> tuple[int, dict]:
@@ -59,29 +44,29 @@ def inspect_json(root, capsys) -> tuple[int, dict]:
 
 
 # ---- 1. inspect ------------------------------------------------------------------------------------------------
-def test_inspect_reads_headers_only_and_says_the_directory_loads(tiny_dir, capsys, monkeypatch):
+def test_inspect_reads_headers_only_and_says_the_directory_loads(weights_dir, capsys, monkeypatch):
     def no_data(*_a, **_k):
         raise AssertionError("inspect read tensor data")
 
     monkeypatch.setattr(checkpoint, "load_tensor", no_data)
-    code, report = inspect_json(tiny_dir, capsys)
+    code, report = inspect_json(weights_dir, capsys)
     assert code == 0 and report["loads"] and report["text_sink"] == "used"
     enc = report["files"][GBUFFER_ENCODER]
     assert enc["verdict"] == "loads" and enc["family"] == "grouped" and enc["dtypes"] == {"F32": enc["tensors"]}
-    assert enc["bytes"] == sum(v.numel() * 4 for v in load_file(tiny_dir / GBUFFER_ENCODER).values())
+    assert enc["bytes"] == sum(v.numel() * 4 for v in load_file(weights_dir / GBUFFER_ENCODER).values())
     assert enc["card"]["bytes"] == 37e6 and enc["card"]["agrees"] is False       # tiny is not the card's size
     tree = report["files"]["transformer/"]["tree"]
     assert tree["blocks"]["patterns"]["blocks.N.attn1.to_q.weight"] == {"count": 2, "example_shape": [128, 128]}
-    assert cli(["flash", "inspect", str(tiny_dir)]) == 0
+    assert cli(["flash", "inspect", str(weights_dir)]) == 0
     assert "transformer_partial.safetensors: loads" in capsys.readouterr().out
 
 
-def test_inspect_lists_what_does_not_fit_and_exits_2(work, capsys):
-    state = load_file(work / GBUFFER_ENCODER)
+def test_inspect_lists_what_does_not_fit_and_exits_2(broken, capsys):
+    state = load_file(broken / GBUFFER_ENCODER)
     state["encoder.0.weight"] = torch.zeros(3, 3, 3, 3)
-    save_file(state, str(work / GBUFFER_ENCODER))
-    (work / TINY_DECODER).unlink()
-    code, report = inspect_json(work, capsys)
+    save_file(state, str(broken / GBUFFER_ENCODER))
+    (broken / TINY_DECODER).unlink()
+    code, report = inspect_json(broken, capsys)
     assert code == 2 and not report["loads"]
     enc = report["files"][GBUFFER_ENCODER]
     assert enc["verdict"] == "does not load" and enc["family"] == "unknown"
@@ -89,31 +74,31 @@ def test_inspect_lists_what_does_not_fit_and_exits_2(work, capsys):
     assert "file is missing" in report["files"][TINY_DECODER]["errors"][0]
 
 
-def test_inspect_reports_an_unknown_encoder_layout_by_its_key_pattern(work, capsys):
+def test_inspect_reports_an_unknown_encoder_layout_by_its_key_pattern(broken, capsys):
     save_file({"stem.0.weight": torch.zeros(8, 15, 3, 3), "heads.3.proj.weight": torch.zeros(16, 8)},
-              str(work / GBUFFER_ENCODER))
-    code, report = inspect_json(work, capsys)
+              str(broken / GBUFFER_ENCODER))
+    code, report = inspect_json(broken, capsys)
     assert code == 2
     assert "matches no G-buffer encoder family (key pattern: heads.N.proj.weight, stem.N.weight)" in \
         report["files"][GBUFFER_ENCODER]["notes"][0]
 
 
-def test_sharded_bf16_and_prefixed_checkpoints_load_like_the_plain_one(work, capsys):
-    plain = rgb_of(create_renderer("flash", weights=work, chunk_size=8, dtype="fp32"))
-    base = load_file(work / TRANSFORMER_WEIGHTS)
+def test_sharded_bf16_and_prefixed_checkpoints_load_like_the_plain_one(broken, capsys):
+    plain = rgb_of(create_renderer("flash", weights=broken, chunk_size=8, dtype="fp32"))
+    base = load_file(broken / TRANSFORMER_WEIGHTS)
     keys = sorted(base)
     shards = {"diffusion_pytorch_model-00001-of-00002.safetensors": keys[: len(keys) // 2],
               "diffusion_pytorch_model-00002-of-00002.safetensors": keys[len(keys) // 2:]}
     for name, part in shards.items():                       # sharded, bf16, keys under 'model.'
-        save_file({f"model.{k}": base[k].to(torch.bfloat16) for k in part}, str(work / "transformer" / name))
-    (work / TRANSFORMER_INDEX).write_text(json.dumps(
+        save_file({f"model.{k}": base[k].to(torch.bfloat16) for k in part}, str(broken / "transformer" / name))
+    (broken / TRANSFORMER_INDEX).write_text(json.dumps(
         {"weight_map": {f"model.{k}": name for name, part in shards.items() for k in part}}))
-    (work / TRANSFORMER_WEIGHTS).unlink()
-    partial = load_file(work / TRANSFORMER_PARTIAL)
-    save_file({f"module.transformer.{k}": v for k, v in partial.items()}, str(work / TRANSFORMER_PARTIAL))
-    code, report = inspect_json(work, capsys)
+    (broken / TRANSFORMER_WEIGHTS).unlink()
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
+    save_file({f"module.transformer.{k}": v for k, v in partial.items()}, str(broken / TRANSFORMER_PARTIAL))
+    code, report = inspect_json(broken, capsys)
     assert code == 0 and report["files"]["transformer/"]["dtypes"] == {"BF16": len(keys)}
-    loaded = create_renderer("flash", weights=work, chunk_size=8, dtype="fp32")
+    loaded = create_renderer("flash", weights=broken, chunk_size=8, dtype="fp32")
     assert loaded.describe()["text_sink"] == "used"
     # the partial (fp32) overrides its keys; the rest went through bf16
     assert torch.equal(loaded.pipeline.transformer.patch_embedding.weight, partial["patch_embedding.weight"])
@@ -121,12 +106,12 @@ def test_sharded_bf16_and_prefixed_checkpoints_load_like_the_plain_one(work, cap
     assert np.abs(rgb_of(loaded).astype(int) - plain).mean() < 8      # bf16 rounding only
 
 
-def test_a_key_map_hook_renames_checkpoint_keys(work):
-    partial = load_file(work / TRANSFORMER_PARTIAL)
-    save_file({k.replace("text_sink.", "sink_module."): v for k, v in partial.items()}, str(work / TRANSFORMER_PARTIAL))
+def test_a_key_map_hook_renames_checkpoint_keys(broken):
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
+    save_file({k.replace("text_sink.", "sink_module."): v for k, v in partial.items()}, str(broken / TRANSFORMER_PARTIAL))
     with pytest.warns(UserWarning, match="text_sink: unused"):
-        assert FlashPipeline.from_dir(work, device="cpu").text_sink_status == "unused"
-    pipe = FlashPipeline.from_dir(work, device="cpu", key_map=lambda k: k.replace("sink_module.", "text_sink."))
+        assert FlashPipeline.from_dir(broken, device="cpu").text_sink_status == "unused"
+    pipe = FlashPipeline.from_dir(broken, device="cpu", key_map=lambda k: k.replace("sink_module.", "text_sink."))
     assert pipe.text_sink_status == "used" and torch.equal(pipe.transformer.text_sink.slots, partial["text_sink.slots"])
 
 
@@ -136,7 +121,7 @@ HELIOS_TINY = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_d
                    is_amplify_history=True, zero_history_timestep=False, history_scale_mode="scalar")
 
 
-def stock_directory(work):
+def stock_directory(broken):
     """transformer/ written by diffusers' own save_pretrained; a partial of its own Flash keys (no sink)."""
     from diffusers.models.transformers.transformer_helios import HeliosTransformer3DModel
 
@@ -144,11 +129,11 @@ def stock_directory(work):
     stock = HeliosTransformer3DModel(**HELIOS_TINY).eval()
     for p in stock.parameters():                  # non-trivial values everywhere (some are zero-initialised)
         p.data.add_(torch.randn_like(p) * 0.02)
-    shutil.rmtree(work / "transformer")
-    stock.save_pretrained(work / "transformer", safe_serialization=True)
+    shutil.rmtree(broken / "transformer")
+    stock.save_pretrained(broken / "transformer", safe_serialization=True)
     state = stock.state_dict()
     save_file({k: v.contiguous() for k, v in state.items() if k.startswith(("patch_", "norm_out."))},
-              str(work / TRANSFORMER_PARTIAL))
+              str(broken / TRANSFORMER_PARTIAL))
     return stock
 
 
@@ -159,10 +144,10 @@ def history_inputs(t=2):
     return history.inputs(t)
 
 
-def test_every_helios_config_key_reaches_the_model_and_outputs_equal_stock_diffusers(work):
-    stock = stock_directory(work)
+def test_every_helios_config_key_reaches_the_model_and_outputs_equal_stock_diffusers(broken):
+    stock = stock_directory(broken)
     with pytest.warns(UserWarning, match="text_sink: unused"):
-        pipe = FlashPipeline.from_dir(work, device="cpu")
+        pipe = FlashPipeline.from_dir(broken, device="cpu")
     model = pipe.transformer
     for key in ("rope_theta", "is_amplify_history", "zero_history_timestep", "history_scale_mode"):
         assert model.config[key] == HELIOS_TINY[key], key
@@ -176,60 +161,60 @@ def test_every_helios_config_key_reaches_the_model_and_outputs_equal_stock_diffu
     assert torch.equal(ours, theirs)
 
 
-def test_a_config_key_helios_does_not_have_is_named(work):
-    config = json.loads((work / TRANSFORMER_CONFIG).read_text())
+def test_a_config_key_helios_does_not_have_is_named(broken):
+    config = json.loads((broken / TRANSFORMER_CONFIG).read_text())
     config["sink_gate"] = 1
-    (work / TRANSFORMER_CONFIG).write_text(json.dumps(config))
+    (broken / TRANSFORMER_CONFIG).write_text(json.dumps(config))
     with pytest.raises(WeightsError, match="config.json: sink_gate: not an argument of HeliosTransformer3DModel"):
-        FlashPipeline.from_dir(work, device="cpu")
+        FlashPipeline.from_dir(broken, device="cpu")
     config.pop("sink_gate")
     config["flash"]["sigma_max"] = 2
-    (work / TRANSFORMER_CONFIG).write_text(json.dumps(config))
+    (broken / TRANSFORMER_CONFIG).write_text(json.dumps(config))
     with pytest.raises(WeightsError, match=r"config.json: sigma_max: Input should be less than or equal to 1"):
-        FlashPipeline.from_dir(work, device="cpu")
+        FlashPipeline.from_dir(broken, device="cpu")
 
 
 # ---- 3. the partial over every key -----------------------------------------------------------------------------
-def test_the_partial_may_override_any_key_even_with_another_shape(work):
-    base = load_file(work / TRANSFORMER_WEIGHTS)
+def test_the_partial_may_override_any_key_even_with_another_shape(broken):
+    base = load_file(broken / TRANSFORMER_WEIGHTS)
     wrong = torch.zeros(base["proj_out.weight"].shape[0], 7)            # transformer/ has it in another shape
     right = torch.randn_like(base["proj_out.weight"])
     ffn = torch.randn_like(base["blocks.1.ffn.net.0.proj.weight"])
-    save_file(base | {"proj_out.weight": wrong}, str(work / TRANSFORMER_WEIGHTS))
+    save_file(base | {"proj_out.weight": wrong}, str(broken / TRANSFORMER_WEIGHTS))
     with pytest.raises(WeightsError, match=r"1 shape mismatch\(es\): proj_out.weight \(64, 7\) != \(64, 128\)"):
-        FlashPipeline.from_dir(work, device="cpu")
-    partial = load_file(work / TRANSFORMER_PARTIAL)
+        FlashPipeline.from_dir(broken, device="cpu")
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
     save_file(partial | {"proj_out.weight": right, "blocks.1.ffn.net.0.proj.weight": ffn},
-              str(work / TRANSFORMER_PARTIAL))
-    plan = WeightsPlan(work)
+              str(broken / TRANSFORMER_PARTIAL))
+    plan = WeightsPlan(broken)
     assert plan.ok and "1 with another shape: proj_out.weight" in plan.files[TRANSFORMER_PARTIAL].notes[0]
-    model = FlashPipeline.from_dir(work, device="cpu").transformer
+    model = FlashPipeline.from_dir(broken, device="cpu").transformer
     assert torch.equal(model.proj_out.weight, right) and torch.equal(model.blocks[1].ffn.net[0].proj.weight, ffn)
 
 
 # ---- 5. text-sink tolerance ------------------------------------------------------------------------------------
-def test_a_foreign_sink_is_left_out_with_one_warning_and_shows_as_unused(work, capsys):
-    partial = load_file(work / TRANSFORMER_PARTIAL)
+def test_a_foreign_sink_is_left_out_with_one_warning_and_shows_as_unused(broken, capsys):
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
     foreign = {k: v for k, v in partial.items() if not k.startswith("text_sink.")}
     foreign |= {f"blocks.{i}.attn2.sink_tokens": torch.randn(4, 128) for i in range(2)}
-    save_file(foreign, str(work / TRANSFORMER_PARTIAL))
-    code, report = inspect_json(work, capsys)
+    save_file(foreign, str(broken / TRANSFORMER_PARTIAL))
+    code, report = inspect_json(broken, capsys)
     assert code == 0 and report["text_sink"] == "unused"
     assert any("blocks.N.attn2.sink_tokens match no sink layout" in n for n in report["files"][TRANSFORMER_PARTIAL]["notes"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        renderer = create_renderer("flash", weights=work, chunk_size=8)
+        renderer = create_renderer("flash", weights=broken, chunk_size=8)
     assert [str(w.message).count("text_sink: unused") for w in caught] == [1]
     assert renderer.describe()["text_sink"] == "unused" and renderer.pipeline.transformer.text_sink is None
     assert rgb_of(renderer).shape == (16, 32, 64, 3)
 
 
-def test_a_slots_only_sink_is_a_known_family(work):
-    partial = load_file(work / TRANSFORMER_PARTIAL)
-    save_file({k: v for k, v in partial.items() if not k.startswith("text_sink.proj")}, str(work / TRANSFORMER_PARTIAL))
-    pipe = FlashPipeline.from_dir(work, device="cpu")
+def test_a_slots_only_sink_is_a_known_family(broken):
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
+    save_file({k: v for k, v in partial.items() if not k.startswith("text_sink.proj")}, str(broken / TRANSFORMER_PARTIAL))
+    pipe = FlashPipeline.from_dir(broken, device="cpu")
     assert pipe.text_sink_status == "used" and pipe.transformer.text_sink.proj is None
-    assert WeightsPlan(work).files[TRANSFORMER_PARTIAL].family == "text sink: slots"
+    assert WeightsPlan(broken).files[TRANSFORMER_PARTIAL].family == "text sink: slots"
 
 
 # ---- 4. G-buffer encoder families ------------------------------------------------------------------------------
@@ -255,10 +240,10 @@ def shared_state(width: int, latent: int) -> dict[str, torch.Tensor]:
     (lambda: branch_state("encoders", 12), "branches"),
     (lambda: shared_state(8, 6), "shared"),
 ])
-def test_encoder_families_are_built_from_the_checkpoint(work, state, family):
+def test_encoder_families_are_built_from_the_checkpoint(broken, state, family):
     state = state()
-    save_file(state, str(work / GBUFFER_ENCODER))
-    pipe = FlashPipeline.from_dir(work, device="cpu")
+    save_file(state, str(broken / GBUFFER_ENCODER))
+    pipe = FlashPipeline.from_dir(broken, device="cpu")
     enc = pipe.gbuffer_encoder
     assert enc.family == family and {k: tuple(v.shape) for k, v in enc.state_dict().items()} == \
         {k: tuple(v.shape) for k, v in state.items()}
@@ -273,7 +258,7 @@ def test_encoder_families_are_built_from_the_checkpoint(work, state, family):
     assert (whole - chunked).abs().max() <= 1e-5 * scale            # TAEHV memory carried across chunks
     fresh = enc(frames[:, 4:], StreamMemory())                       # ... and it matters: no memory differs
     assert (whole[:, :, 1:] - fresh).abs().max() > 1e-3 * scale
-    assert rgb_of(create_renderer("flash", weights=work, chunk_size=8)).shape == (16, 32, 64, 3)
+    assert rgb_of(create_renderer("flash", weights=broken, chunk_size=8)).shape == (16, 32, 64, 3)
 
 
 def test_encoder_input_range_is_a_setting():
@@ -354,16 +339,16 @@ def test_edge_overlap_finds_the_offset_of_a_shifted_video():
     assert max(scores.items(), key=lambda kv: kv[1])[0] == 3 and scores[3] > 2 * scores[0]
 
 
-def test_inspect_probe_scores_both_alignments(tiny_dir, tmp_path, capsys):
+def test_inspect_probe_scores_both_alignments(weights_dir, tmp_path, capsys):
     window = np.stack([f.data for f in make_frames(8, 64, 32)])
     np.save(tmp_path / "window-00.npy", window)
-    assert cli(["flash", "inspect", str(tiny_dir), "--json", "--probe", str(tmp_path / "window-00.npy"),
+    assert cli(["flash", "inspect", str(weights_dir), "--json", "--probe", str(tmp_path / "window-00.npy"),
                 "--device", "cpu"]) == 0
     probe = json.loads(capsys.readouterr().out)["probe"]
     assert set(probe["edge_overlap_by_offset"]) == {"0", "1", "2", "3"} and probe["size"] == [64, 32]
     assert probe["better"] in ("trim_startup_frames=false", "trim_startup_frames=true")
     np.save(tmp_path / "bad.npy", window[:, :3])
-    assert cli(["flash", "inspect", str(tiny_dir), "--probe", str(tmp_path / "bad.npy")]) == 2
+    assert cli(["flash", "inspect", str(weights_dir), "--probe", str(tmp_path / "bad.npy")]) == 2
     assert "expected a uint8 (T, 5, H, W, 3) window" in capsys.readouterr().err
 
 
@@ -382,17 +367,17 @@ def test_renoise_update_and_sigma_max_recover_a_flow_exactly():
     assert torch.allclose(x, x0, atol=1e-5)
 
 
-def test_sampler_settings_come_from_the_config_and_settings_override_them(work):
-    config = json.loads((work / TRANSFORMER_CONFIG).read_text())
+def test_sampler_settings_come_from_the_config_and_settings_override_them(broken):
+    config = json.loads((broken / TRANSFORMER_CONFIG).read_text())
     config["flash"] |= {"num_steps": 2, "sigma_max": 0.999, "sampler_update": "renoise", "timestep_shift": 3.0}
-    (work / TRANSFORMER_CONFIG).write_text(json.dumps(config))
-    described = create_renderer("flash", weights=work).describe()
+    (broken / TRANSFORMER_CONFIG).write_text(json.dumps(config))
+    described = create_renderer("flash", weights=broken).describe()
     assert (described["num_steps"], described["sigma_max"], described["sampler_update"],
             described["timestep_shift"]) == (2, 0.999, "renoise", 3.0)
-    over = create_renderer("flash", weights=work, sampler_update="euler", num_steps=3, sigma_max=1.0)
+    over = create_renderer("flash", weights=broken, sampler_update="euler", num_steps=3, sigma_max=1.0)
     assert (over.pipeline.sampler.update, over.pipeline.sampler.num_steps, over.pipeline.config.sigma_max) == \
         ("euler", 3, 1.0)
-    a, b = rgb_of(create_renderer("flash", weights=work, chunk_size=8)), rgb_of(over)
+    a, b = rgb_of(create_renderer("flash", weights=broken, chunk_size=8)), rgb_of(over)
     assert not np.array_equal(a, b)
 
 
@@ -404,7 +389,7 @@ def test_flash_config_json_round_trips_through_pydantic():
 
 
 # ---- 9. loading builds on the meta device ----------------------------------------------------------------------
-def test_loading_never_materialises_a_randomly_initialised_model(tiny_dir, monkeypatch):
+def test_loading_never_materialises_a_randomly_initialised_model(weights_dir, monkeypatch):
     devices = []
     original = nn.Linear.reset_parameters
 
@@ -413,7 +398,7 @@ def test_loading_never_materialises_a_randomly_initialised_model(tiny_dir, monke
         return original(self)
 
     monkeypatch.setattr(nn.Linear, "reset_parameters", record)
-    pipe = FlashPipeline.from_dir(tiny_dir, device="cpu", dtype=torch.bfloat16)
+    pipe = FlashPipeline.from_dir(weights_dir, device="cpu", dtype=torch.bfloat16)
     assert devices and set(devices) == {"meta"}
     dtypes = {p.dtype for n, p in pipe.transformer.named_parameters() if "time_embedder" not in n
               and "norm" not in n and "scale_shift_table" not in n}
@@ -422,16 +407,16 @@ def test_loading_never_materialises_a_randomly_initialised_model(tiny_dir, monke
     assert not any(t.is_meta for t in [*pipe.transformer.parameters(), *pipe.transformer.buffers()])
 
 
-def test_sampler_and_alignment_settings_reach_the_cli_and_the_server(tiny_dir, tmp_path, capsys):
+def test_sampler_and_alignment_settings_reach_the_cli_and_the_server(weights_dir, tmp_path, capsys):
     from studio.cli import build_parser
     from studio.commands.serve import settings_from_args
 
-    args = build_parser().parse_args(["serve", "--renderer", "flash", "--weights", str(tiny_dir),
+    args = build_parser().parse_args(["serve", "--renderer", "flash", "--weights", str(weights_dir),
                                       "--renderer-option", "sampler_update=renoise",
                                       "--renderer-option", "sigma_max=0.999", "--renderer-option", "num_steps=2"])
     options = settings_from_args(args).renderer_options
     assert options == {"sampler_update": "renoise", "sigma_max": 0.999, "num_steps": 2,
-                       "unknown_prompt": "presets", "weights": str(tiny_dir)}
+                       "unknown_prompt": "presets", "weights": str(weights_dir)}
     assert create_renderer("flash", **options).describe()["sampler_update"] == "renoise"
     assert cli(["serve", "--renderer", "flash", "--renderer-option", "num_steps=0", "--port", "1"]) == 2
     assert "--renderer-option: num_steps: Input should be greater than or equal to 1" in capsys.readouterr().err
@@ -439,6 +424,6 @@ def test_sampler_and_alignment_settings_reach_the_cli_and_the_server(tiny_dir, t
     assert "'num_steps' is not KEY=VALUE" in capsys.readouterr().err
     out = tmp_path / "out.mp4"
     assert cli(["render", "demo", "--prompt", "cyberpunk", "-o", str(out), "--renderer", "flash", "--weights",
-                str(tiny_dir), "--renderer-option", "trim_startup_frames=true", "--renderer-option", "num_steps=1",
+                str(weights_dir), "--renderer-option", "trim_startup_frames=true", "--renderer-option", "num_steps=1",
                 "--frames", "8", "--size", "64x32", "--no-progress", "--device", "cpu"]) == 0
     assert out.stat().st_size > 0
