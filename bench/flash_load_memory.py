@@ -32,7 +32,8 @@ if {eager!r}:
     from safetensors.torch import load_file
     plan = weights.WeightsPlan({dir!r})
     model = FlashTransformer(plan.config)                       # fp32 on the CPU, randomly initialised
-    state = {{**load_file({dir!r} + "/" + weights.TRANSFORMER_WEIGHTS), **load_file({dir!r} + "/" + weights.TRANSFORMER_PARTIAL)}}
+    state = {{**load_file({dir!r} + "/" + weights.TRANSFORMER_WEIGHTS),
+             **load_file({dir!r} + "/" + weights.TRANSFORMER_PARTIAL)}}
     model.load_state_dict(state, strict=True)
     model.to(torch.bfloat16)
 else:
@@ -61,8 +62,9 @@ def main() -> None:
     if args.eager:
         rows["eager_fp32_then_bf16"] = measure(args.dir, True)
     for name, r in rows.items():
-        print(json.dumps({"load": name, "files_gb": round(files / 1e9, 3), "baseline_gb": round(r["baseline_bytes"] / 1e9, 3),
-                          "peak_gb": round(r["peak_bytes"] / 1e9, 3), "peak_over_files": round(r["peak_bytes"] / files, 3),
+        print(json.dumps({"load": name, "files_gb": round(files / 1e9, 3),
+                          "baseline_gb": round(r["baseline_bytes"] / 1e9, 3), "peak_gb": round(r["peak_bytes"] / 1e9, 3),
+                          "peak_over_files": round(r["peak_bytes"] / files, 3),
                           "added_over_files": round((r["peak_bytes"] - r["baseline_bytes"]) / files, 3),
                           "seconds": round(r["seconds"], 1)}))
 

@@ -108,7 +108,8 @@ def test_sharded_bf16_and_prefixed_checkpoints_load_like_the_plain_one(broken, c
 
 def test_a_key_map_hook_renames_checkpoint_keys(broken):
     partial = load_file(broken / TRANSFORMER_PARTIAL)
-    save_file({k.replace("text_sink.", "sink_module."): v for k, v in partial.items()}, str(broken / TRANSFORMER_PARTIAL))
+    save_file({k.replace("text_sink.", "sink_module."): v for k, v in partial.items()},
+              str(broken / TRANSFORMER_PARTIAL))
     with pytest.warns(UserWarning, match="text_sink: unused"):
         assert FlashPipeline.from_dir(broken, device="cpu").text_sink_status == "unused"
     pipe = FlashPipeline.from_dir(broken, device="cpu", key_map=lambda k: k.replace("sink_module.", "text_sink."))
@@ -200,7 +201,8 @@ def test_a_foreign_sink_is_left_out_with_one_warning_and_shows_as_unused(broken,
     save_file(foreign, str(broken / TRANSFORMER_PARTIAL))
     code, report = inspect_json(broken, capsys)
     assert code == 0 and report["text_sink"] == "unused"
-    assert any("blocks.N.attn2.sink_tokens match no sink layout" in n for n in report["files"][TRANSFORMER_PARTIAL]["notes"])
+    notes = report["files"][TRANSFORMER_PARTIAL]["notes"]
+    assert any("blocks.N.attn2.sink_tokens match no sink layout" in n for n in notes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         renderer = create_renderer("flash", weights=broken, chunk_size=8)
@@ -211,7 +213,8 @@ def test_a_foreign_sink_is_left_out_with_one_warning_and_shows_as_unused(broken,
 
 def test_a_slots_only_sink_is_a_known_family(broken):
     partial = load_file(broken / TRANSFORMER_PARTIAL)
-    save_file({k: v for k, v in partial.items() if not k.startswith("text_sink.proj")}, str(broken / TRANSFORMER_PARTIAL))
+    save_file({k: v for k, v in partial.items() if not k.startswith("text_sink.proj")},
+              str(broken / TRANSFORMER_PARTIAL))
     pipe = FlashPipeline.from_dir(broken, device="cpu")
     assert pipe.text_sink_status == "used" and pipe.transformer.text_sink.proj is None
     assert WeightsPlan(broken).files[TRANSFORMER_PARTIAL].family == "text sink: slots"

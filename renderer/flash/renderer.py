@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Literal
-
 import torch
+
 from alaya_errors import validate
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer.base import Renderer, RendererError
@@ -44,7 +43,8 @@ class FlashRenderer(Renderer):
 
     Settings (FlashSettings): chunk_size (frames, a multiple of 4; default config.chunk_frames); the sampler
     (num_steps, timestep_shift, sigma_max, sampler_update euler | renoise), trim_startup_frames and
-    gbuffer_input_range ("0..1" | "-1..1"), each overriding the weights' config; recache_on_switch (re-render the short history when the prompt changes), text_encoder (a local Wan 2.1
+    gbuffer_input_range ("0..1" | "-1..1"), each overriding the weights' config; recache_on_switch (re-render
+    the short history when the prompt changes), text_encoder (a local Wan 2.1
     directory for prompts outside the cache), unknown_prompt ("error": a prompt with no cached embedding and no
     text encoder is a PromptError; "presets": it renders as the blend of its nearest presets), seed (random
     weights), prompts (extra prompts to embed, random weights only).

@@ -7,7 +7,8 @@ the last frame and the output trimmed; the padded group stays in history):
      with trim_startup_frames, a 3-frame delay line carry across chunks (`_encoder_input`)
   3. prompt: the mean of the chunk's per-frame conditioning embeddings (a scheduled transition blends smoothly;
      a switch takes effect at the first chunk that contains the new conditioning); optional history re-cache
-  4. few-step denoise (FewStepSampler: steps, shift, sigma_max, euler | renoise) from seeded noise with [anchor | long | mid | short] history → clean latent (1, 16, t, h, w)
+  4. few-step denoise (FewStepSampler: steps, shift, sigma_max, euler | renoise) from seeded noise with
+     [anchor | long | mid | short] history → clean latent (1, 16, t, h, w)
   5. history.push; stateful decode → (1, 4t, 3, H, W) → first n frames as uint8 (n, H, W, 3)
 """
 

@@ -36,7 +36,7 @@ from renderer.flash.decoder import TinyDecoder, decoder_channels
 from renderer.flash.families import key_patterns, match_family, state_shapes
 from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
 from renderer.flash.taehv import TGrow
-from renderer.flash.transformer import FlashTransformer, TextSink, is_sink_key, sink_families
+from renderer.flash.transformer import SINK_PREFIX, FlashTransformer, TextSink, is_sink_key, sink_families
 
 __all__ = ["WeightsError", "WeightsPlan", "save_layout"]
 
@@ -168,9 +168,8 @@ class WeightsPlan:
             self.config = read_config(self.root)
         except WeightsError as exc:
             self.files[TRANSFORMER].errors.append(exc)
-        for name, paths in ((TRANSFORMER, None), (TRANSFORMER_PARTIAL, [self.root / TRANSFORMER_PARTIAL]),
-                            (GBUFFER_ENCODER, [self.root / GBUFFER_ENCODER]), (TINY_DECODER, [self.root / TINY_DECODER])):
-            self._read(self.files[name], paths)
+        for name, check in self.files.items():
+            self._read(check, None if name == TRANSFORMER else [self.root / name])
         if self.config is not None:
             self._check_transformer()
             self._check_encoder()
@@ -214,7 +213,7 @@ class WeightsPlan:
             return
         self._check_sink(base, partial)
         if self.sink is not None:
-            expected.update({"text_sink." + k: v for k, v in state_shapes(self.sink).items()})
+            expected.update({SINK_PREFIX + k: v for k, v in state_shapes(self.sink).items()})
         sink_unused = self.sink is None
         partial_keys = [k for k in partial.infos if not (sink_unused and is_sink_key(k))]
         base_keys = [k for k in base.infos if k not in partial.infos and not (sink_unused and is_sink_key(k))]
@@ -228,10 +227,8 @@ class WeightsPlan:
 
     def _check_sink(self, base: FileCheck, partial: FileCheck) -> None:
         sink_infos = {k: i for f in (base, partial) for k, i in f.infos.items() if is_sink_key(k)}
-        match = match_family(sink_families(self.config), {k[len("text_sink."):]: i.shape
-                                                           for k, i in sink_infos.items()
-                                                           if k.startswith("text_sink.")}) \
-            if sink_infos and all(k.startswith("text_sink.") for k in sink_infos) else None
+        ours = {k[len(SINK_PREFIX):]: i.shape for k, i in sink_infos.items() if k.startswith(SINK_PREFIX)}
+        match = match_family(sink_families(self.config), ours) if ours and len(ours) == len(sink_infos) else None
         if match:
             family, self.sink = match
             partial.family = f"text sink: {family.name}"
