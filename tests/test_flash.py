@@ -10,7 +10,7 @@ import torch
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer import RendererError, create_renderer
-from renderer.flash.decoder import DecoderMemory, TinyDecoder
+from renderer.flash.decoder import DecoderStream, TinyDecoder
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.text import PromptError, blend
 
@@ -135,8 +135,8 @@ def test_chunked_decoding_equals_decoding_the_whole_stream():
     decoder = TinyDecoder((16, 8, 8, 8)).eval()
     latents = torch.randn(1, 16, 5, 4, 6)
     with torch.no_grad():
-        whole = decoder(latents, DecoderMemory())
-        memory = DecoderMemory()
+        whole = decoder(latents, DecoderStream())
+        memory = DecoderStream()
         parts = torch.cat([decoder(latents[:, :, i:i + 2], memory) for i in (0, 2, 4)], dim=1)
     assert whole.shape == (1, 20, 3, 32, 48)
     assert torch.allclose(whole, parts, rtol=1e-4, atol=1e-4)
@@ -182,7 +182,7 @@ def test_unknown_prompt_can_fall_back_to_the_nearest_presets():
     lava = bank.prompt("glowing lava fields and fire")
     distance = {name: float((lava - bank.prompt(get_preset(name).prompt)).norm()) for name in ("volcano", "polar")}
     assert distance["volcano"] < distance["polar"]
-    with pytest.raises(RendererError, match="unknown_prompt must be one of error, presets"):
+    with pytest.raises(RendererError, match="unknown_prompt: Input should be 'error' or 'presets'"):
         create_renderer("flash", unknown_prompt="guess")
 
 
@@ -195,13 +195,20 @@ def test_sizes_must_be_multiples_of_16(renderer, width, height):
 def test_bad_chunks_and_settings_are_clear_errors(renderer):
     with renderer.open_session(64, 32) as s, pytest.raises(RendererError, match="1..8 frames, got 9"):
         s.render(make_frames(9), conds(RED, 9))
-    with pytest.raises(RendererError, match="unknown flash setting"):
+    with pytest.raises(RendererError, match="^chunk_frames: unknown field$"):
         create_renderer("flash", chunk_frames=8)
-    with pytest.raises(RendererError, match="chunk_size 6 must be a positive multiple of 4"):
+    with pytest.raises(RendererError, match="^chunk_size: must be a positive multiple of 4, got 6$"):
         create_renderer("flash", chunk_size=6)
-    with pytest.raises(RendererError, match="num_steps must be a number, got 'four'"):
+    with pytest.raises(RendererError, match="^num_steps: Input should be a valid integer.*'four'"):
         create_renderer("flash", num_steps="four")
-    with pytest.raises(RendererError, match="num_steps must be >= 1"):
+    with pytest.raises(RendererError, match="^num_steps: Input should be greater than or equal to 1"):
         create_renderer("flash", num_steps=0)
+    with pytest.raises(RendererError, match="^sampler_update: Input should be 'euler' or 'renoise'"):
+        create_renderer("flash", sampler_update="heun")
+    with pytest.raises(RendererError, match="^device: CUDA was asked for"):
+        if not torch.cuda.is_available():
+            create_renderer("flash", device="cuda")
+        else:
+            raise RendererError("device: CUDA was asked for (skipped: CUDA present)")
     with pytest.raises(RendererError, match="unknown flash config 'huge'"):
         create_renderer("flash", config="huge")

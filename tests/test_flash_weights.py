@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -82,27 +83,28 @@ def test_wrong_shapes_are_listed(broken):
 
 
 def test_unexpected_and_missing_keys_are_listed(broken):
-    state = load_file(broken / TRANSFORMER_PARTIAL)
-    state["text_sink.extra"] = torch.zeros(1)
-    del state["text_sink.proj.0.weight"]
-    save_file(state, str(broken / TRANSFORMER_PARTIAL))
-    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*1 missing key\(s\): "
-                                           r"text_sink.proj.0.weight; 1 unexpected key\(s\): text_sink.extra"):
+    partial = load_file(broken / TRANSFORMER_PARTIAL)
+    partial["blocks.0.extra"] = torch.zeros(1)
+    del partial["patch_mid.weight"]
+    save_file(partial, str(broken / TRANSFORMER_PARTIAL))
+    base = load_file(broken / TRANSFORMER_WEIGHTS)
+    patch_mid = base.pop("patch_mid.weight")
+    save_file(base, str(broken / TRANSFORMER_WEIGHTS))
+    with pytest.raises(WeightsError, match=r"transformer: checkpoint does not fit the model: 1 missing key\(s\): "
+                                           r"patch_mid.weight$"):
+        FlashPipeline.from_dir(broken, device="cpu")
+    save_file(base | {"patch_mid.weight": patch_mid}, str(broken / TRANSFORMER_WEIGHTS))
+    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*1 unexpected key\(s\): blocks.0.extra"):
         FlashPipeline.from_dir(broken, device="cpu")
 
 
 def test_embeddings_may_come_from_either_transformer_file(broken):
-    """Flash embeddings only in the partial (not in transformer/) load; the text sink only in transformer/
-    (not in the partial) is an error naming the partial."""
+    """Flash embeddings only in the partial (not in transformer/) load."""
     base = load_file(broken / TRANSFORMER_WEIGHTS)
     del base["patch_mid.weight"]
     save_file(base, str(broken / TRANSFORMER_WEIGHTS))
-    FlashPipeline.from_dir(broken, device="cpu")
-    partial = load_file(broken / TRANSFORMER_PARTIAL)
-    del partial["text_sink.slots"]
-    save_file(partial, str(broken / TRANSFORMER_PARTIAL))
-    with pytest.raises(WeightsError, match=r"transformer_partial.safetensors: .*missing key\(s\): text_sink.slots"):
-        FlashPipeline.from_dir(broken, device="cpu")
+    pipe = FlashPipeline.from_dir(broken, device="cpu")
+    assert torch.equal(pipe.transformer.patch_mid.weight, load_file(broken / TRANSFORMER_PARTIAL)["patch_mid.weight"])
 
 
 def test_corrupt_checkpoint_and_config_are_clear_errors(broken):
@@ -175,3 +177,41 @@ def test_embed_adds_prompts_to_the_cache_so_no_encoder_is_needed_later(broken, t
 def render_prompt(renderer, text: str) -> np.ndarray:
     with renderer.open_session(64, 32, seed=0) as s:
         return s.render(make_frames(4), conds(text, 4)).rgb
+
+
+HF_TO_WAN_T5 = {"layer.0.layer_norm": "norm1", "layer.0.SelfAttention.q": "attn.q", "layer.0.SelfAttention.k": "attn.k",
+                "layer.0.SelfAttention.v": "attn.v", "layer.0.SelfAttention.o": "attn.o",
+                "layer.0.SelfAttention.relative_attention_bias": "pos_embedding.embedding",
+                "layer.1.layer_norm": "norm2", "layer.1.DenseReluDense.wi_0": "ffn.gate.0",
+                "layer.1.DenseReluDense.wi_1": "ffn.fc1", "layer.1.DenseReluDense.wo": "ffn.fc2"}
+
+
+def wan_t5_name(key: str) -> str | None:
+    """transformers UMT5 → Wan T5Encoder names, as in Wan 2.1's wan/modules/t5.py (written independently)."""
+    if key == "shared.weight":
+        return "token_embedding.weight"
+    if key == "encoder.final_layer_norm.weight":
+        return "norm.weight"
+    m = re.fullmatch(r"encoder\.block\.(\d+)\.(.+)\.weight", key)
+    return f"blocks.{m.group(1)}.{HF_TO_WAN_T5[m.group(2)]}.weight" if m else None
+
+
+def test_original_wan_text_encoder_layout_encodes_like_the_diffusers_one(tiny_wan_dir, tmp_path):
+    """Wan 2.1's own release: models_t5_umt5-xxl-enc-bf16.pth (Wan's T5Encoder names) + google/umt5-xxl/."""
+    from transformers import UMT5EncoderModel
+
+    from renderer.flash.text import WAN_T5_CHECKPOINT, WAN_TOKENIZER, UMT5PromptEncoder
+
+    state = UMT5EncoderModel.from_pretrained(tiny_wan_dir / "text_encoder").state_dict()
+    wan = {wan_t5_name(k): v for k, v in state.items() if wan_t5_name(k)}
+    assert len(wan) == len(state) - 1                                  # embed_tokens is tied to shared
+    original = tmp_path / "wan_original"
+    (original / "google").mkdir(parents=True)
+    torch.save(wan, original / WAN_T5_CHECKPOINT)
+    shutil.copytree(tiny_wan_dir / "tokenizer", original / WAN_TOKENIZER)
+    a = UMT5PromptEncoder(tiny_wan_dir, 8, 32)("a  red &amp; blue world")
+    b = UMT5PromptEncoder(original, 8, 32)("a red & blue world")      # Helios' prompt cleaning: same tokens
+    assert a.shape == (5, 32) and torch.equal(a, b)
+    shutil.rmtree(original / WAN_TOKENIZER)
+    with pytest.raises(PromptError, match="without its google/umt5-xxl/ tokenizer folder"):
+        UMT5PromptEncoder(original, 8, 32)

@@ -4,45 +4,70 @@ Shapes used throughout (B batch, T frames, t latent frames = T / 4, H x W pixels
   G-buffer frames  (B, T, 5, 3, H, W) in [0, 1]  →  G-buffer latent (B, 80, t, h, w)
   RGB latent       (B, 16, t, h, w)              →  RGB frames (B, T, 3, H, W) in [0, 1]
   transformer input = cat(noisy RGB latent, G-buffer latent) = 96 channels.
+
+A FlashConfig is a pydantic dataclass: `dataclasses.replace` and keyword construction work as for a plain
+dataclass, and `FlashConfig.from_json` validates through `alaya_errors.validate` (one-line errors naming the field).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
+from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic.dataclasses import dataclass
+
+from alaya_errors import validate
 from renderer.base import RendererError
 
 LATENT_CHANNELS = 16       # Wan 2.1 / TAEW2.1 latent channels
 GBUFFER_CHANNELS = 5       # albedo, depth, metallic, normal, roughness (gbuffer.frame.CHANNELS)
 SPATIAL_SCALE = 8          # pixels per latent cell, each axis
+PATCH_MULTIPLE = 16        # frame sides must be multiples of this: 8x codec times the (1, 2, 2) patch (renderer.SIZE_RULES)
 TEMPORAL_SCALE = 4         # frames per latent frame
 
+# HeliosTransformer3DModel arguments that FlashConfig names (the shapes our code needs); every other argument of
+# that class travels untouched in `helios` (config passthrough), with Flash's values where config.json is silent.
+HELIOS_SHAPE_ARGS = ("num_layers", "num_attention_heads", "attention_head_dim", "ffn_dim", "text_dim", "freq_dim",
+                     "rope_dim", "patch_size")
+FLASH_HELIOS_DEFAULTS = {"cross_attn_norm": True, "qk_norm": "rms_norm_across_heads", "eps": 1e-6,
+                         "guidance_cross_attn": True, "zero_history_timestep": True,
+                         "has_multi_term_memory_patch": True}
 
-@dataclass(frozen=True)
+Positive = Annotated[int, Field(ge=1)]
+SamplerUpdate = Literal["euler", "renoise"]
+InputRange = Literal["0..1", "-1..1"]
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class FlashConfig:
     name: str
     # transformer (diffusers HeliosTransformer3DModel arguments)
-    num_layers: int
-    num_attention_heads: int
-    attention_head_dim: int
-    ffn_dim: int
-    text_dim: int                      # umT5 hidden size (4096 for umT5-XXL)
-    freq_dim: int
+    num_layers: Positive
+    num_attention_heads: Positive
+    attention_head_dim: Positive
+    ffn_dim: Positive
+    text_dim: Positive                 # umT5 hidden size (4096 for umT5-XXL)
+    freq_dim: Positive
     rope_dim: tuple[int, int, int]     # (t, y, x) rotary split of one head; sums to attention_head_dim
     patch_size: tuple[int, int, int] = (1, 2, 2)
+    helios: dict[str, Any] = Field(default_factory=dict)   # any other Helios argument (rope_theta, qk_norm, ...)
     # text: prompt embeddings are padded / cut to text_len tokens; sink_slots learned slots per layer
-    text_len: int = 512
-    sink_slots: int = 4
-    # codecs
-    gbuffer_hidden: int = 128                          # per branch of the grouped G-buffer encoder
+    text_len: int = Field(512, ge=1)
+    sink_slots: int = Field(4, ge=1)
+    # codecs (random init; a checkpoint's own shapes decide when loading)
+    gbuffer_hidden: int = Field(128, ge=1)                          # per branch of the grouped G-buffer encoder
+    gbuffer_input_range: InputRange = "0..1"                        # what the G-buffer encoder was trained on
     decoder_channels: tuple[int, int, int, int] = (256, 128, 64, 64)   # TAEHV decoder widths
+    trim_startup_frames: bool = False  # TAEHV alignment: latent j → frames 4j-3..4j, first 3 decoded dropped
     # streaming: latent frames per chunk and history sizes (long, mid, short) in latent frames
-    chunk_latents: int = 4
+    chunk_latents: int = Field(4, ge=1)
     history_sizes: tuple[int, int, int] = (16, 2, 1)
-    # few-step sampling
-    num_steps: int = 4
-    timestep_shift: float = 5.0
+    # few-step sampling: sigma_max (first noise level), shift, update rule, steps
+    num_steps: int = Field(4, ge=1)
+    timestep_shift: float = Field(5.0, gt=0)
+    sigma_max: float = Field(1.0, gt=0, le=1)
+    sampler_update: SamplerUpdate = "euler"
 
     @property
     def in_channels(self) -> int:
@@ -58,25 +83,20 @@ class FlashConfig:
 
     def transformer_kwargs(self) -> dict:
         """Arguments of diffusers' HeliosTransformer3DModel (what transformer/config.json holds)."""
-        return dict(patch_size=self.patch_size, num_attention_heads=self.num_attention_heads,
-                    attention_head_dim=self.attention_head_dim, in_channels=self.in_channels,
-                    out_channels=LATENT_CHANNELS, text_dim=self.text_dim, freq_dim=self.freq_dim,
-                    ffn_dim=self.ffn_dim, num_layers=self.num_layers, rope_dim=self.rope_dim,
-                    cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
-                    guidance_cross_attn=True, zero_history_timestep=True, has_multi_term_memory_patch=True)
+        shape = {k: getattr(self, k) for k in HELIOS_SHAPE_ARGS}
+        return {**FLASH_HELIOS_DEFAULTS, **self.helios, **shape, "in_channels": self.in_channels,
+                "out_channels": LATENT_CHANNELS}
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict, where: str = "config") -> "FlashConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise RendererError(f"unknown config field(s) {', '.join(unknown)}", where)
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        base = CONFIGS.get(values.get("name", ""), FULL)
-        return dataclasses.replace(base, **values)
+        """Fields missing from `data` come from the named preset (`full` when unnamed)."""
+        if not isinstance(data, dict):
+            raise RendererError("expected a JSON object", where)
+        base = CONFIGS.get(data.get("name", ""), FULL)
+        return validate(_ADAPTER, {**base.to_json(), **data}, RendererError, where)
 
 
 # Wan 2.1 1.3B dimensions: 30 layers, 12 heads x 128 (1536), ffn 8960, umT5-XXL text (4096).
@@ -89,6 +109,7 @@ TINY = FlashConfig(name="tiny", num_layers=2, num_attention_heads=4, attention_h
                    decoder_channels=(32, 16, 8, 8), chunk_latents=2, history_sizes=(4, 2, 1))
 
 CONFIGS = {c.name: c for c in (FULL, TINY)}
+_ADAPTER = TypeAdapter(FlashConfig)
 
 
 def get_config(name: str) -> FlashConfig:

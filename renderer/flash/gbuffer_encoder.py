@@ -1,25 +1,41 @@
-"""The grouped tiny G-buffer encoder: five G-buffer channels → 5x16 latent channels in one pass.
+"""Tiny G-buffer encoders: five G-buffer channels (each RGB) → 5x16 latent channels, 8x spatial, 4x temporal.
 
-Five branches (albedo, depth, metallic, normal, roughness), each `hidden` wide, run side by side as grouped
-convolutions, so one forward encodes all channels but no branch sees another. 8x spatial (three stride-2
-convs) and 4x temporal (two TPools over aligned frame pairs) compression; no memory across chunks, so latent
-frame j depends on exactly frames 4j..4j+3.
+    frames (B, T, 5, 3, H, W) → latent (B, 80, T/4, H/8, W/8), channels grouped by G-buffer channel (albedo first)
 
-    (N*T, 5*3, H, W) → (N*T/4, 5*16, H/8, W/8); output channels grouped by branch (albedo first).
+The model card says "a shared tiny G-buffer encoder (one pass for all five channels)" and "grouped distilled
+G-buffer encoder (5 branches, hidden dim 128)"; the file's layout is not public. So the encoder is built from the
+checkpoint's own key/shape table, as one of three families (see `ENCODER_FAMILIES`):
+
+  grouped   encoder.N.*            five branches side by side as grouped convs (groups=5) in one Sequential;
+                                   no memory across chunks (our design: gconv, GroupedTPool, GroupedResBlock)
+  branches  branches.K.N.* or      five independent TAEHV encoders (conv, TPool, MemBlock), one per channel,
+            encoders.K.N.*         each → 16 latent channels
+  shared    encoder.N.* + fusion.* one TAEHV encoder run on each channel (weights shared), its five outputs
+                                   concatenated and mixed by a 1x1 `fusion` conv → 80 channels
+
+Widths, depth and temporal pooling come from the shapes: a 3x3 conv without bias is a stride-2 conv (TAEHV's
+convention), a 1x1 `conv` whose input is k times its output is a TPool of stride k, `conv.0/2` a residual block,
+`conv.0/2/4` a MemBlock, and a missing index a ReLU. A family matches only when the rebuilt module compresses
+8x in space and 4x in time and reproduces every shape of the file.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import torch
 from torch import nn
 
-from renderer.flash.config import GBUFFER_CHANNELS, LATENT_CHANNELS, TEMPORAL_SCALE
+from renderer.flash.config import GBUFFER_CHANNELS, LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE, InputRange
+from renderer.flash.families import Family
+from renderer.flash.taehv import MemBlock, StreamMemory, TPool, init_signal_preserving, run_stream
 
 G = GBUFFER_CHANNELS
+Shapes = dict[str, tuple[int, ...]]
 
 
-def gconv(n_in: int, n_out: int, stride: int = 1, bias: bool = True) -> nn.Conv2d:
-    return nn.Conv2d(n_in, n_out, 3, stride=stride, padding=1, groups=G, bias=bias)
+def gconv(n_in: int, n_out: int, stride: int = 1, bias: bool = True, groups: int = G) -> nn.Conv2d:
+    return nn.Conv2d(n_in, n_out, 3, stride=stride, padding=1, groups=groups, bias=bias)
 
 
 class GroupedTPool(nn.Module):
@@ -47,33 +63,143 @@ class GroupedResBlock(nn.Module):
         return self.act(self.conv(x) + x)
 
 
-def init_signal_preserving(module: nn.Module) -> None:
-    """He-normal convolutions and zero biases, so a randomly initialised codec passes its input through
-    (PyTorch's default init shrinks the signal layer by layer until the output no longer depends on the input:
-    useless for random-weight smoke runs and for the learning check)."""
-    for m in module.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
+def grouped_encoder(hidden: int) -> nn.Sequential:
+    """Our design (random init): (N*T, 5*3, H, W) → (N*T/4, 5*16, H/8, W/8)."""
+    n_f = G * hidden
+    return nn.Sequential(
+        gconv(G * 3, n_f), nn.ReLU(inplace=True),
+        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/2, H/2
+        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/4, H/4
+        gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),                           # T/4, H/8
+        gconv(n_f, G * LATENT_CHANNELS),
+    )
 
 
+# ---- a Sequential rebuilt from its key/shape table -------------------------------------------------------------
+def layer_table(shapes: Shapes, prefix: str) -> dict[int, dict[str, tuple]]:
+    """`prefix` + 'N.suffix' keys → {N: {suffix: shape}}."""
+    table: dict[int, dict[str, tuple]] = {}
+    for key, shape in shapes.items():
+        m = re.fullmatch(re.escape(prefix) + r"(\d+)\.(.+)", key)
+        if m:
+            table.setdefault(int(m.group(1)), {})[m.group(2)] = tuple(shape)
+    return table
+
+
+def block_from_shapes(params: dict[str, tuple], groups: int) -> nn.Module | None:
+    """One layer from its parameter shapes (TAEHV conventions, module docstring); None when unrecognised."""
+    keys = set(params)
+    if keys <= {"weight", "bias"} and len(params["weight"]) == 4 and params["weight"][2:] == (3, 3):
+        out, per_group = params["weight"][:2]
+        bias = "bias" in keys
+        return gconv(per_group * groups, out, stride=1 if bias else 2, bias=bias, groups=groups)
+    if keys == {"conv.weight"} and params["conv.weight"][2:] == (1, 1):
+        out, per_group = params["conv.weight"][:2]
+        stride, rem = divmod(per_group * groups, out)
+        if rem or stride < 1:
+            return None
+        return GroupedTPool(out, stride) if groups > 1 else TPool(out, stride)
+    if groups > 1 and keys == {"conv.0.weight", "conv.0.bias", "conv.2.weight", "conv.2.bias"}:
+        return GroupedResBlock(params["conv.0.weight"][0])
+    if groups == 1 and {"conv.0.weight", "conv.2.weight", "conv.4.weight"} <= keys:
+        n_out, n_in2 = params["conv.0.weight"][:2]
+        return MemBlock(n_in2 // 2, n_out)
+    return None
+
+
+def sequential_from_shapes(shapes: Shapes, prefix: str, groups: int = 1) -> nn.Sequential | None:
+    table = layer_table(shapes, prefix)
+    if not table:
+        return None
+    blocks = []
+    for i in range(max(table) + 1):
+        block = block_from_shapes(table[i], groups) if i in table else nn.ReLU(inplace=True)
+        if block is None:
+            return None
+        blocks.append(block)
+    return nn.Sequential(*blocks)
+
+
+def compression(blocks: nn.Sequential) -> tuple[int, int]:
+    """(spatial, temporal) downscale of an encoder Sequential."""
+    spatial = math.prod(b.stride[0] for b in blocks if isinstance(b, nn.Conv2d))
+    temporal = math.prod(b.stride for b in blocks if isinstance(b, (TPool, GroupedTPool)))
+    return spatial, temporal
+
+
+def fits(blocks: nn.Sequential | None, in_channels: int, out_channels: int) -> bool:
+    convs = [b for b in (blocks or []) if isinstance(b, nn.Conv2d)]
+    return bool(convs) and convs[0].in_channels == in_channels and convs[-1].out_channels == out_channels \
+        and compression(blocks) == (SPATIAL_SCALE, TEMPORAL_SCALE)
+
+
+# ---- the encoder ---------------------------------------------------------------------------------------------
 class GBufferEncoder(nn.Module):
-    def __init__(self, hidden: int = 128):
-        super().__init__()
-        n_f = G * hidden
-        self.encoder = nn.Sequential(
-            gconv(G * 3, n_f), nn.ReLU(inplace=True),
-            GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/2, H/2
-            GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/4, H/4
-            gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),                           # T/4, H/8
-            gconv(n_f, G * LATENT_CHANNELS),
-        )
-        init_signal_preserving(self)
+    """One of the families; `parts` are registered under the checkpoint's own names, so state-dict keys match."""
 
-    def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """frames (B, T, 5, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 80, T/4, H/8, W/8)."""
+    def __init__(self, family: str, parts: dict[str, nn.Module], input_range: InputRange = "0..1"):
+        super().__init__()
+        self.family, self.input_range = family, input_range
+        for name, module in parts.items():
+            self.add_module(name, module)
+        self.branch_attr = next((n for n in ("branches", "encoders") if n in parts), None)
+
+    @classmethod
+    def grouped(cls, hidden: int = 128, input_range: InputRange = "0..1") -> "GBufferEncoder":
+        encoder = cls("grouped", {"encoder": grouped_encoder(hidden)}, input_range)
+        init_signal_preserving(encoder)
+        return encoder
+
+    def forward(self, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
+        """frames (B, T, 5, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 80, T/4, H/8, W/8).
+        `memory` carries TAEHV MemBlock state across chunks (families branches and shared)."""
         b, t, g, c, h, w = frames.shape
         assert g == G and t % TEMPORAL_SCALE == 0, frames.shape
-        z = self.encoder(frames.reshape(b * t, g * c, h, w))
+        memory = memory if memory is not None else StreamMemory()
+        x = frames * 2 - 1 if self.input_range == "-1..1" else frames
+        if self.family == "grouped":
+            z = run_stream(self.encoder, x.reshape(b * t, g * c, h, w), b, memory, "grouped")
+        elif self.family == "branches":
+            z = torch.cat([run_stream(branch, x[:, :, k].reshape(b * t, c, h, w), b, memory, k)
+                           for k, branch in enumerate(getattr(self, self.branch_attr))], dim=1)
+        else:                                                     # shared: the 5 channels as 5 streams
+            z = run_stream(self.encoder, x.transpose(1, 2).reshape(b * g * t, c, h, w), b * g, memory, "shared")
+            z = z.reshape(b, g, t // TEMPORAL_SCALE, *z.shape[1:]).transpose(1, 2)   # (B, t, 5, C, h, w)
+            z = self.fusion(z.reshape(b * (t // TEMPORAL_SCALE), -1, *z.shape[-2:]))
         return z.reshape(b, t // TEMPORAL_SCALE, *z.shape[1:]).transpose(1, 2)
+
+
+def _grouped(shapes: Shapes) -> GBufferEncoder | None:
+    if any(not k.startswith("encoder.") for k in shapes):
+        return None
+    blocks = sequential_from_shapes(shapes, "encoder.", groups=G)
+    return GBufferEncoder("grouped", {"encoder": blocks}) if fits(blocks, G * 3, G * LATENT_CHANNELS) else None
+
+
+def _branches(shapes: Shapes) -> GBufferEncoder | None:
+    attr = next((a for a in ("branches", "encoders") if all(k.startswith(a + ".") for k in shapes)), None)
+    if attr is None:
+        return None
+    branches = [sequential_from_shapes(shapes, f"{attr}.{k}.") for k in range(G)]
+    if not all(fits(b, 3, LATENT_CHANNELS) for b in branches):
+        return None
+    return GBufferEncoder("branches", {attr: nn.ModuleList(branches)})
+
+
+def _shared(shapes: Shapes) -> GBufferEncoder | None:
+    fusion = shapes.get("fusion.weight")
+    if fusion is None or len(fusion) != 4 or any(not k.startswith(("encoder.", "fusion.")) for k in shapes):
+        return None
+    blocks = sequential_from_shapes(shapes, "encoder.")
+    out = blocks[-1].out_channels if blocks and isinstance(blocks[-1], nn.Conv2d) else 0
+    if not out or not fits(blocks, 3, out) or tuple(fusion) != (G * LATENT_CHANNELS, G * out, 1, 1):
+        return None
+    mix = nn.Conv2d(G * out, G * LATENT_CHANNELS, 1, bias="fusion.bias" in shapes)
+    return GBufferEncoder("shared", {"encoder": blocks, "fusion": mix})
+
+
+ENCODER_FAMILIES = (
+    Family("grouped", "encoder.N.* (grouped convs, groups=5)", _grouped),
+    Family("branches", "branches.K.N.* or encoders.K.N.* (K = 0..4, TAEHV encoders)", _branches),
+    Family("shared", "encoder.N.* + fusion.weight (one TAEHV encoder + 1x1 fusion)", _shared),
+)

@@ -7,24 +7,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from prompt_presets.presets import load_presets
+from renderer.device import pick_device
+from renderer.flash.checkpoint import KeyMap
 from renderer.flash.config import FlashConfig, get_config
-from renderer.flash.decoder import DecoderMemory, TinyDecoder
+from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.history import HistoryInputs
 from renderer.flash.sampler import FewStepSampler
+from renderer.flash.taehv import StreamMemory
 from renderer.flash.text import CACHE_FILE, PromptBank, UMT5PromptEncoder, load_cache, random_embedding, save_cache
 from renderer.flash.transformer import FlashTransformer
 from renderer.flash import weights as layout
-
-
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def default_dtype(device: str) -> torch.dtype:
@@ -47,19 +47,20 @@ def cast_transformer(model: FlashTransformer, dtype: torch.dtype) -> FlashTransf
 
 class FlashPipeline:
     def __init__(self, config: FlashConfig, transformer: FlashTransformer, gbuffer_encoder: GBufferEncoder,
-                 decoder: TinyDecoder, prompts: PromptBank, device: str = "cpu", dtype: torch.dtype = torch.float32):
+                 decoder: TinyDecoder, prompts: PromptBank, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32):
         self.config = config
         self.device, self.dtype = torch.device(device), dtype
         self.transformer = cast_transformer(transformer.to(self.device), dtype).eval().requires_grad_(False)
         self.gbuffer_encoder = gbuffer_encoder.to(self.device, dtype).eval().requires_grad_(False)
         self.decoder = decoder.to(self.device, dtype).eval().requires_grad_(False)
         self.prompts = prompts
-        self.sampler = FewStepSampler(config.num_steps, config.timestep_shift)
+        self.sampler = FewStepSampler.from_config(config)
 
     # ---- construction -------------------------------------------------------------------------------------
     @staticmethod
     def build_modules(config: FlashConfig) -> tuple[FlashTransformer, GBufferEncoder, TinyDecoder]:
-        return (FlashTransformer(config), GBufferEncoder(config.gbuffer_hidden),
+        return (FlashTransformer(config), GBufferEncoder.grouped(config.gbuffer_hidden, config.gbuffer_input_range),
                 TinyDecoder(config.decoder_channels))
 
     @classmethod
@@ -67,7 +68,7 @@ class FlashPipeline:
                device: str | None = None, dtype: torch.dtype | None = None) -> "FlashPipeline":
         """Randomly initialised modules (deterministic for a seed) and random prompt embeddings."""
         config = get_config(config) if isinstance(config, str) else config
-        device = device or default_device()
+        device = pick_device(device)
         torch.manual_seed(seed)
         with torch.device(device):          # build in place: a full model on the GPU needs no CPU copy
             modules = cls.build_modules(config)
@@ -78,23 +79,22 @@ class FlashPipeline:
 
     @classmethod
     def from_dir(cls, root: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
-                 text_encoder: str | Path | None = None,
-                 prompt_fallback: Callable | None = None) -> "FlashPipeline":
-        """Load a directory in the official layout: bf16 on CUDA, fp32 on CPU unless `dtype` is given."""
+                 text_encoder: str | Path | None = None, prompt_fallback: Callable | None = None,
+                 key_map: KeyMap | None = None) -> "FlashPipeline":
+        """Load a directory in the official layout: bf16 on CUDA, fp32 on CPU unless `dtype` is given.
+        `key_map(key) -> key | None` renames (or drops) checkpoint keys of another layout."""
         root = Path(root)
-        layout.check_layout(root)
-        config = layout.read_config(root)
-        transformer, gbuffer_encoder, decoder = cls.build_modules(config)
-        layout.load_transformer_weights(transformer, root)
-        layout.load_module_weights(gbuffer_encoder, root / layout.GBUFFER_ENCODER)
-        layout.load_module_weights(decoder, root / layout.TINY_DECODER, ignore_prefixes=("encoder.",))
-        device = device or default_device()
+        device = pick_device(device)
+        dtype = dtype or default_dtype(device)
+        plan = layout.WeightsPlan(root, key_map)
+        transformer, gbuffer_encoder, decoder = plan.load(device, dtype)
+        config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels)
         cache_path = root / CACHE_FILE
         cached = load_cache(cache_path) if cache_path.is_file() else {}
         encoder = (UMT5PromptEncoder(text_encoder, config.text_len, config.text_dim, device)
                    if text_encoder else None)
         bank = PromptBank(config.text_len, config.text_dim, cached, encoder, prompt_fallback, cache_path)
-        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype or default_dtype(device))
+        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype)
 
     def save(self, root: str | Path, dtype: torch.dtype | None = None) -> None:
         """Write this pipeline in the official layout (plus its prompt cache)."""
@@ -109,8 +109,12 @@ class FlashPipeline:
                                 ("decoder", self.decoder))}
 
     # ---- one chunk ----------------------------------------------------------------------------------------
-    def encode_gbuffer(self, frames: torch.Tensor) -> torch.Tensor:
-        return self.gbuffer_encoder(frames.to(self.device, self.dtype))
+    @property
+    def text_sink_status(self) -> str:
+        return self.transformer.text_sink_status
+
+    def encode_gbuffer(self, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
+        return self.gbuffer_encoder(frames.to(self.device, self.dtype), memory)
 
     def velocity(self, noisy: torch.Tensor, sigma: float, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
                  history: HistoryInputs) -> torch.Tensor:
@@ -123,17 +127,18 @@ class FlashPipeline:
 
     def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
                 history: HistoryInputs, start_step: int = 0,
-                on_step: Callable[[int], None] | None = None) -> torch.Tensor:
+                on_step: Callable[[int], None] | None = None,
+                fresh_noise: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
         """Few-step sampling from `noise` (B, 16, t, h, w) float32; `start_step` > 0 continues a partly noised
-        latent (history re-cache). Returns the clean latent, float32."""
+        latent (history re-cache); `fresh_noise()` feeds a re-noising sampler. Returns the clean latent, float32."""
         sigmas = self.sampler.sigmas().tolist()
         x = noise.to(self.device, torch.float32)
         for i in range(start_step, self.sampler.num_steps):
             v = self.velocity(x, sigmas[i], gbuffer_latent, prompt, history)
-            x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1])
+            x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1], fresh_noise)
             if on_step:
                 on_step(i)
         return x
 
-    def decode(self, latents: torch.Tensor, memory: DecoderMemory) -> torch.Tensor:
-        return self.decoder(latents.to(self.dtype), memory).float()
+    def decode(self, latents: torch.Tensor, stream: StreamMemory) -> torch.Tensor:
+        return self.decoder(latents.to(self.dtype), stream).float()

@@ -3,17 +3,17 @@
 Per chunk of n <= chunk_size frames (n need not be a multiple of 4: the last group is padded by repeating
 the last frame and the output trimmed; the padded group stays in history):
   1. frames → (1, T, 5, 3, H, W) float in [0, 1], resized to the session size if needed
-  2. G-buffer encoder → (1, 80, t, h, w),  t = ceil(n / 4)
+  2. G-buffer encoder → (1, 80, t, h, w),  t = ceil(n / 4); its MemBlock memory (TAEHV-style families) and,
+     with trim_startup_frames, a 3-frame delay line carry across chunks (`_encoder_input`)
   3. prompt: the mean of the chunk's per-frame conditioning embeddings (a scheduled transition blends smoothly;
      a switch takes effect at the first chunk that contains the new conditioning); optional history re-cache
-  4. 4-step denoise from seeded noise with [anchor | long | mid | short] history → clean latent (1, 16, t, h, w)
+  4. few-step denoise (FewStepSampler: steps, shift, sigma_max, euler | renoise) from seeded noise with
+     [anchor | long | mid | short] history → clean latent (1, 16, t, h, w)
   5. history.push; stateful decode → (1, 4t, 3, H, W) → first n frames as uint8 (n, H, W, 3)
 """
 
 from __future__ import annotations
 
-import resource
-import time
 from typing import Sequence
 
 import numpy as np
@@ -25,9 +25,11 @@ from prompt_presets.conditioning import Conditioning
 from renderer import check_size
 from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
 from renderer.flash.config import LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE
-from renderer.flash.decoder import DecoderMemory
+from renderer.flash.decoder import STARTUP_FRAMES, DecoderStream
 from renderer.flash.history import LatentHistory
 from renderer.flash.pipeline import FlashPipeline
+from renderer.flash.taehv import StreamMemory
+from renderer.timing import StageClock, peak_memory_bytes, start_chunk
 
 
 def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
@@ -46,29 +48,6 @@ def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
     return x.unsqueeze(0)
 
 
-class StageTimer:
-    """Milliseconds from one lap to the next; synchronises CUDA so GPU work counts in the stage that queued it."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.ms: dict[str, float] = {}
-        self.last = self._now()
-
-    def _now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = self._now()
-        self.ms[stage] = (now - self.last) * 1e3
-        self.last = now
-
-
-def process_peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024     # Linux reports KiB
-
-
 class FlashSession(RenderSession):
     def __init__(self, pipeline: FlashPipeline, width: int, height: int, seed: int, chunk_size: int,
                  recache_on_switch: bool = False):
@@ -80,7 +59,9 @@ class FlashSession(RenderSession):
         self.latent_size = (height // SPATIAL_SCALE, width // SPATIAL_SCALE)
         self.history = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
                                      pipeline.device, pipeline.dtype)
-        self.memory = DecoderMemory()
+        self.trim_startup_frames = cfg.trim_startup_frames
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
+        self.delay: torch.Tensor | None = None       # trim mode: the last 3 G-buffer frames, for the next chunk
         self.generator = torch.Generator().manual_seed(seed)
         self.frames_rendered = 0
         self.last_prompt: torch.Tensor | None = None
@@ -97,11 +78,10 @@ class FlashSession(RenderSession):
         pipe = self.pipeline
         prompt = pipe.prompts.chunk(conditioning).unsqueeze(0).to(pipe.device)   # (1, text_len, text_dim)
         x = frames_to_tensor(frames, self.width, self.height, pipe.device)
-        if self._cuda:
-            torch.cuda.reset_peak_memory_stats(pipe.device)
-        timer = StageTimer(pipe.device)
+        start_chunk(pipe.device)
+        timer = StageClock(pipe.device)
         with torch.inference_mode():
-            gbuffer_latent = pipe.encode_gbuffer(x)
+            gbuffer_latent = pipe.encode_gbuffer(self._encoder_input(x, len(frames)), self.encoder_memory)
             timer.lap("gbuffer_encode")
             switched = self.last_prompt is not None and not torch.equal(prompt, self.last_prompt)
             if switched and self.recache_on_switch:
@@ -109,18 +89,33 @@ class FlashSession(RenderSession):
                 timer.lap("recache")
             t = gbuffer_latent.shape[2]
             latent = pipe.denoise(self._noise(t), gbuffer_latent, prompt, self.history.inputs(t),
-                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"))
+                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"),
+                                  fresh_noise=lambda: self._noise(t))
             self.history.push(latent, gbuffer_latent)
-            rgb = pipe.decode(latent, self.memory)
+            rgb = pipe.decode(latent, self.memory)[0, : len(frames)]
             timer.lap("decode")
         self.last_prompt = prompt
         self.frames_rendered += len(frames)
-        out = rgb[0, : len(frames)].permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
-        peak = torch.cuda.max_memory_allocated(pipe.device) if self._cuda else process_peak_rss_bytes()
-        timings = dict(timer.ms)
-        timings["denoise"] = sum(v for k, v in timer.ms.items() if k.startswith("denoise_step_"))
-        timings["total"] = sum(timer.ms.values())
-        return RenderResult(out.cpu().numpy(), timings, int(peak))
+        out = rgb.permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
+        timings = dict(timer.timings)
+        timings["denoise"] = sum(v for k, v in timer.timings.items() if k.startswith("denoise_step_"))
+        timings["total"] = sum(timer.timings.values())
+        return RenderResult(out.cpu().numpy(), timings, peak_memory_bytes(pipe.device))
+
+    def _encoder_input(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """x (1, T, 5, 3, H, W), its first n frames real → what the G-buffer encoder sees.
+
+        Default alignment: the chunk itself (latent j = frames 4j..4j+3). TAEHV alignment (trim_startup_frames):
+        latent j covers frames 4j-3..4j, so the G-buffer stream is delayed by 3 frames: the rollout starts with 3
+        start-up copies of its first frame and each chunk hands its last 3 frames to the next. Output frame p then
+        shows G-buffer frame p-3 (3 frames of latency; the first 3 outputs are the start-up frames)."""
+        if not self.trim_startup_frames:
+            return x
+        if self.delay is None:
+            self.delay = x[:, :1].expand(-1, STARTUP_FRAMES, *x.shape[2:])
+        stream = torch.cat([self.delay, x], dim=1)
+        self.delay = stream[:, n:n + STARTUP_FRAMES].clone()
+        return stream[:, :x.shape[1]]
 
     def _recache(self, prompt: torch.Tensor) -> None:
         """Re-render the short history under the new prompt: renoise it half way, finish the steps."""
@@ -132,7 +127,7 @@ class FlashSession(RenderSession):
         sigma = float(pipe.sampler.sigmas()[start])
         noisy = pipe.sampler.add_noise(self.history.recent_rgb(n), self._noise(n).to(pipe.device), sigma)
         clean = pipe.denoise(noisy, self.history.recent_gbuffer(n), prompt, self.history.inputs(n),
-                             start_step=start)
+                             start_step=start, fresh_noise=lambda: self._noise(n))
         self.history.replace_recent(clean)
 
     def state_bytes(self) -> int:
@@ -140,11 +135,13 @@ class FlashSession(RenderSession):
         if self.history is None:
             return 0
         return (sum(t.numel() * t.element_size() for t in self.history.tensors().values())
-                + self.memory.nbytes())
+                + self.memory.nbytes() + self.encoder_memory.nbytes()
+                + (self.delay.numel() * self.delay.element_size() if self.delay is not None else 0))
 
     def close(self) -> None:
         self.history = None
-        self.memory = DecoderMemory()
+        self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
+        self.delay = None
         self.last_prompt = None
         if self._cuda:
             torch.cuda.empty_cache()

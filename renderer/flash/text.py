@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable
@@ -60,19 +61,91 @@ def load_cache(path: Path) -> dict[str, torch.Tensor]:
         raise PromptError(f"cannot read the prompt-embedding cache: {exc}", str(path)) from None
 
 
+# Wan 2.1's original release: the umT5-XXL encoder as a plain state dict of Wan's own T5Encoder (wan/modules/t5.py)
+# and the google/umt5-xxl tokenizer folder beside it.
+WAN_T5_CHECKPOINT = "models_t5_umt5-xxl-enc-bf16.pth"
+WAN_TOKENIZER = "google/umt5-xxl"
+# Wan T5Encoder name → transformers UMT5EncoderModel name (same maths: RMS norms, unscaled attention with a
+# per-layer relative bias, gated tanh-GELU feed-forward fc2(fc1(x) * gelu(gate(x))) = wo(wi_1(x) * gelu(wi_0(x))))
+WAN_T5_KEYS = (
+    (r"token_embedding\.weight", "shared.weight"),
+    (r"blocks\.(\d+)\.norm1\.weight", r"encoder.block.\1.layer.0.layer_norm.weight"),
+    (r"blocks\.(\d+)\.attn\.([qkvo])\.weight", r"encoder.block.\1.layer.0.SelfAttention.\2.weight"),
+    (r"blocks\.(\d+)\.pos_embedding\.embedding\.weight",
+     r"encoder.block.\1.layer.0.SelfAttention.relative_attention_bias.weight"),
+    (r"blocks\.(\d+)\.norm2\.weight", r"encoder.block.\1.layer.1.layer_norm.weight"),
+    (r"blocks\.(\d+)\.ffn\.gate\.0\.weight", r"encoder.block.\1.layer.1.DenseReluDense.wi_0.weight"),
+    (r"blocks\.(\d+)\.ffn\.fc1\.weight", r"encoder.block.\1.layer.1.DenseReluDense.wi_1.weight"),
+    (r"blocks\.(\d+)\.ffn\.fc2\.weight", r"encoder.block.\1.layer.1.DenseReluDense.wo.weight"),
+    (r"norm\.weight", "encoder.final_layer_norm.weight"),
+)
+
+
+def wan_t5_to_transformers(state: dict[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in state.items():
+        for pattern, target in WAN_T5_KEYS:
+            if re.fullmatch(pattern, key):
+                out[re.sub(pattern, target, key)] = value
+                break
+        else:
+            raise PromptError(f"unexpected key {key!r} for Wan's T5 encoder", where)
+    out["encoder.embed_tokens.weight"] = out["shared.weight"]          # tied, as in transformers
+    return out
+
+
+def umt5_from_wan_checkpoint(path: Path, dtype: torch.dtype):
+    """Wan's `models_t5_umt5-xxl-enc-bf16.pth` → a transformers UMT5EncoderModel, sizes read from its shapes."""
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        state = wan_t5_to_transformers(state, str(path))
+        heads = state["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].shape
+        vocab, d_model = state["shared.weight"].shape
+        config = UMT5Config(vocab_size=vocab, d_model=d_model, num_heads=heads[1],
+                            d_kv=state["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // heads[1],
+                            d_ff=state["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0],
+                            num_layers=1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.block.")),
+                            relative_attention_num_buckets=heads[0], feed_forward_proj="gated-gelu")
+    except (OSError, RuntimeError, KeyError, ValueError, AttributeError) as exc:
+        raise PromptError(f"not a Wan T5 encoder checkpoint ({exc})", str(path)) from None
+    with torch.device("meta"):
+        model = UMT5EncoderModel(config)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
+    return model
+
+
+def prompt_clean(text: str) -> str:
+    """Helios' (and Wan's) cleaning before tokenizing: ftfy, HTML unescape, whitespace collapsed."""
+    from diffusers.pipelines.helios.pipeline_helios import prompt_clean as helios_clean
+
+    return helios_clean(text)
+
+
 class UMT5PromptEncoder:
-    """The umT5 text encoder of a local Wan 2.1 directory (diffusers layout: tokenizer/, text_encoder/)."""
+    """The umT5 text encoder of a local Wan 2.1 directory, in either layout:
+    diffusers (tokenizer/, text_encoder/) or the original release (models_t5_umt5-xxl-enc-bf16.pth and the
+    google/umt5-xxl/ tokenizer folder)."""
 
     def __init__(self, wan_dir: str | Path, text_len: int, text_dim: int, device: str = "cpu",
                  dtype=torch.float32):
         from transformers import AutoTokenizer, UMT5EncoderModel
 
         wan_dir = Path(wan_dir)
-        for sub in ("tokenizer", "text_encoder"):
-            if not (wan_dir / sub).is_dir():
-                raise PromptError(f"no {sub}/ folder: expected a Wan 2.1 diffusers directory", str(wan_dir))
-        self.tokenizer = AutoTokenizer.from_pretrained(wan_dir / "tokenizer")
-        self.model = UMT5EncoderModel.from_pretrained(wan_dir / "text_encoder", torch_dtype=dtype).to(device).eval()
+        if (wan_dir / WAN_T5_CHECKPOINT).is_file():
+            if not (wan_dir / WAN_TOKENIZER).is_dir():
+                raise PromptError(f"{WAN_T5_CHECKPOINT} without its {WAN_TOKENIZER}/ tokenizer folder", str(wan_dir))
+            self.tokenizer = AutoTokenizer.from_pretrained(wan_dir / WAN_TOKENIZER)
+            self.model = umt5_from_wan_checkpoint(wan_dir / WAN_T5_CHECKPOINT, dtype)
+        else:
+            for sub in ("tokenizer", "text_encoder"):
+                if not (wan_dir / sub).is_dir():
+                    raise PromptError(f"no {sub}/ folder: expected a Wan 2.1 diffusers directory or "
+                                      f"{WAN_T5_CHECKPOINT} + {WAN_TOKENIZER}/", str(wan_dir))
+            self.tokenizer = AutoTokenizer.from_pretrained(wan_dir / "tokenizer")
+            self.model = UMT5EncoderModel.from_pretrained(wan_dir / "text_encoder", torch_dtype=dtype)
+        self.model = self.model.to(device).eval()
         if self.model.config.d_model != text_dim:
             raise PromptError(f"text encoder width {self.model.config.d_model} does not match the model's "
                               f"text_dim {text_dim}", str(wan_dir))
@@ -81,8 +154,8 @@ class UMT5PromptEncoder:
 
     @torch.no_grad()
     def __call__(self, text: str) -> torch.Tensor:
-        tokens = self.tokenizer([text], padding="max_length", max_length=self.text_len, truncation=True,
-                                add_special_tokens=True, return_tensors="pt")
+        tokens = self.tokenizer([prompt_clean(text)], padding="max_length", max_length=self.text_len,
+                                truncation=True, add_special_tokens=True, return_tensors="pt")
         n = int(tokens.attention_mask.sum())
         hidden = self.model(tokens.input_ids.to(self.device), tokens.attention_mask.to(self.device)).last_hidden_state
         return hidden[0, :n].float().cpu()

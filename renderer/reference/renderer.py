@@ -7,9 +7,6 @@ bloom, tone map, grade, vignette → uint8. Frames are independent, so a chunk i
 
 from __future__ import annotations
 
-import resource
-import sys
-import time
 from typing import Sequence
 
 import numpy as np
@@ -19,25 +16,13 @@ from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
 from renderer import check_size
 from renderer.base import Renderer, RendererError, RenderResult, RenderSession, check_chunk
+from renderer.device import pick_device
 from renderer.reference import effects, lighting, post
 from renderer.reference.style import Style, StyleCache
 from renderer.reference.surface import SurfaceDecoder
+from renderer.timing import StageClock, peak_memory_bytes, start_chunk
 
 STAGES = ("decode", "lighting", "style", "post", "to_uint8")
-
-
-def _pick_device(device: str | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise RendererError(f"unknown device {device!r}; use cpu or cuda[:N]", "device") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RendererError("CUDA was asked for but is not available here; use device 'cpu'", "device")
-    if dev.type not in ("cpu", "cuda"):
-        raise RendererError(f"unsupported device {device!r}; use cpu or cuda[:N]", "device")
-    return dev
 
 
 class ReferenceRenderer(Renderer):
@@ -45,7 +30,7 @@ class ReferenceRenderer(Renderer):
     chunk_size = 4
 
     def __init__(self, device: str | None = None):
-        self.device = _pick_device(device)
+        self.device = pick_device(device)
 
     def open_session(self, width: int, height: int, seed: int = 0) -> "ReferenceSession":
         check_size(self.name, width, height)
@@ -67,17 +52,16 @@ class ReferenceSession(RenderSession):
 
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
         check_chunk(self, frames, conditioning)
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+        start_chunk(self.device)
         timings = dict.fromkeys(STAGES, 0.0)
         out = np.empty((len(frames), self.height, self.width, 3), np.uint8)
         with torch.inference_mode():
             for i, (frame, cond) in enumerate(zip(frames, conditioning)):
                 out[i] = self._render_frame(frame, self.styles.get(cond), timings)
-        return RenderResult(out, timings, self._peak_memory())
+        return RenderResult(out, timings, peak_memory_bytes(self.device))
 
     def _render_frame(self, frame: GBufferFrame, style: Style, timings: dict[str, float]) -> np.ndarray:
-        clock = _StageClock(timings, self.device)
+        clock = StageClock(self.device, timings)
         s = self.decoder.decode(frame.data)
         clock.lap("decode")
 
@@ -112,26 +96,6 @@ class ReferenceSession(RenderSession):
         clock.lap("to_uint8")
         return rgb
 
-    def _peak_memory(self) -> int:
-        if self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # process peak; KiB on Linux, bytes on macOS
-        return int(peak if sys.platform == "darwin" else peak * 1024)
-
     def close(self) -> None:
         self.styles = StyleCache(self.device)
 
-
-class _StageClock:
-    """Adds wall time per stage (ms) into `timings`; on CUDA waits for the stage's kernels first."""
-
-    def __init__(self, timings: dict[str, float], device: torch.device):
-        self.timings, self.cuda = timings, device.type == "cuda"
-        self.t = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-        now = time.perf_counter()
-        self.timings[stage] += (now - self.t) * 1000.0
-        self.t = now

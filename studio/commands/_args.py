@@ -7,3 +7,20 @@ from alaya_errors import UserError
 
 class ArgumentError(UserError):
     """A command-line argument that cannot be used."""
+
+
+def parse_renderer_options(items: list[str] | None, where: str = "--renderer-option") -> dict:
+    """['num_steps=2', 'sampler_update=renoise', 'trim_startup_frames=true'] → {'num_steps': 2, ...}: values are
+    read as JSON where they parse (numbers, true/false), else kept as text. The renderer validates them."""
+    import json
+
+    options = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ArgumentError(f"{item!r} is not KEY=VALUE (for example num_steps=2)", where)
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options

@@ -1,4 +1,4 @@
-"""`alaya-studio flash init-random DIR | info DIR | embed DIR PROMPT...`: the flash renderer's weights."""
+"""`alaya-studio flash init-random DIR | info DIR | inspect DIR | embed DIR PROMPT...`: the flash renderer's weights."""
 
 from __future__ import annotations
 
@@ -23,6 +23,18 @@ def register(sub) -> None:
     info = fsub.add_parser("info", help="config, parameter counts and files of a weights directory")
     info.add_argument("dir", type=Path)
     info.set_defaults(func=run_info)
+
+    insp = fsub.add_parser("inspect", help="check a weights directory from its headers: exit 0 if it would load",
+                           description="Reads only safetensors headers and config.json (never tensor data) and "
+                                       "reports, per file, tensors, bytes, dtypes, a key tree, the verdict against "
+                                       "this code and the model card's size. Exit 0 when DIR would load, 2 otherwise.")
+    insp.add_argument("dir", type=Path)
+    insp.add_argument("--json", action="store_true", help="print the report as JSON (attach it to a bug report)")
+    insp.add_argument("--probe", type=Path, metavar="WINDOW.npy",
+                      help="also load DIR, render this window and score both decoder alignments")
+    insp.add_argument("--prompt", help="prompt for --probe (default: the first cached one)")
+    insp.add_argument("--device", help="device for --probe (default: cuda when available)")
+    insp.set_defaults(func=run_inspect)
 
     embed = fsub.add_parser("embed", help="encode prompts with umT5 into the directory's text cache")
     embed.add_argument("dir", type=Path)
@@ -54,6 +66,29 @@ def run_info(args) -> int:
     print(json.dumps({"config": pipe.config.to_json(), "parameters": pipe.parameter_counts(),
                       "cached_prompts": len(pipe.prompts.cached), "files": files}, indent=2))
     return 0
+
+
+def run_inspect(args) -> int:
+    from renderer.flash.inspect import render_text
+    from renderer.flash.weights import WeightsPlan
+
+    plan = WeightsPlan(args.dir)
+    report = plan.report()
+    if args.probe is not None:
+        report["probe"] = _probe(args, plan)
+    print(json.dumps(report, indent=2) if args.json else render_text(report))
+    return 0 if plan.ok else 2
+
+
+def _probe(args, plan) -> dict:
+    from renderer.flash.pipeline import FlashPipeline
+    from renderer.flash.probe import load_window, probe_alignment
+
+    window = load_window(args.probe)
+    if not plan.ok:
+        return {"error": "not run: the directory does not load"}
+    pipe = FlashPipeline.from_dir(args.dir, device=args.device)
+    return probe_alignment(pipe, window, args.prompt)
 
 
 def run_embed(args) -> int:

@@ -16,6 +16,8 @@ def register(sub) -> None:
     p.add_argument("--max-sessions", type=int, default=4, help="concurrent live sessions (default 4)")
     p.add_argument("--renderer", default="reference", help="default renderer: reference or flash")
     p.add_argument("--weights", type=Path, help="weights directory for the flash renderer")
+    p.add_argument("--renderer-option", action="append", metavar="KEY=VALUE",
+                   help="setting of the default renderer, repeatable (flash: num_steps=2, sampler_update=renoise, ...)")
     p.add_argument("--token", help="token engine feeds must present (generated when --host is not loopback)")
     p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
     p.add_argument("--size", default="416x224", help="default session size WxH")
@@ -29,6 +31,7 @@ def register(sub) -> None:
 
 def settings_from_args(args):
     from gbuffer.size import Size
+    from studio.commands._args import parse_renderer_options
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
@@ -42,13 +45,22 @@ def settings_from_args(args):
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
         raise UserError(f"{args.weights} is not a directory", "--weights")
-    options = {"weights": str(args.weights)} if args.weights else {}
+    options = parse_renderer_options(args.renderer_option)
+    if options and args.renderer != "flash":
+        raise UserError("only the flash renderer takes settings", "--renderer-option")
     if args.renderer == "flash":
+        from alaya_errors import validate
+        from renderer.flash.settings import FlashSettings
+
         # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
-        options["unknown_prompt"] = "presets"
+        options.setdefault("unknown_prompt", "presets")
+        validate(FlashSettings, options, UserError, "--renderer-option")    # a bad option fails here, not later
+    if args.weights:
+        options["weights"] = str(args.weights)
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=width, height=height, fps=args.fps, takes_dir=args.takes_dir, osc_port=args.osc_port, osc_host=args.osc_host,
+                    width=width, height=height, fps=args.fps, takes_dir=args.takes_dir, osc_port=args.osc_port,
+                    osc_host=args.osc_host,
                     osc_session=args.osc_session)
 
 
