@@ -6,7 +6,6 @@ Used by `alaya-studio render` and, later, the UI's "render to MP4".
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,6 +16,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from gbuffer.frame import CHANNELS, GBufferFrame
+from renderer.timing import process_peak_rss_bytes
 from studio.rollout import Rollout
 from studio.video import Mp4Writer
 
@@ -102,7 +102,7 @@ def render_to_mp4(rollout: Rollout, out_path: str | Path, *, frames: int | None,
     metrics.fps = metrics.frames / metrics.seconds if metrics.seconds > 0 else 0.0
     metrics.stage_ms_median = {k: round(statistics.median(v), 3) for k, v in per_stage.items()}
     metrics.encode_ms_median = round(statistics.median(encode_ms), 3) if encode_ms else 0.0
-    metrics.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    metrics.peak_rss_bytes = process_peak_rss_bytes()
     metrics.peak_renderer_memory_bytes = peak_mem
     return metrics
 
