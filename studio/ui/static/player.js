@@ -1,0 +1,99 @@
+// The player: the session's WebRTC peer connection, its data channel (docs/datachannel.md) and what the
+// server reports on it. Mixed into the Studio (studio.js): `this` is the page.
+import { api } from "./api.js";
+
+const ICE_GATHER_MS = 3000;
+const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
+
+// The one place the page builds a peer connection (ICE configuration goes here).
+export function newPeerConnection() {
+  return new RTCPeerConnection();
+}
+
+async function gatherIce(pc) {
+  await pc.setLocalDescription(await pc.createOffer());
+  await new Promise((done) => {
+    if (pc.iceGatheringState === "complete") return done();
+    const t = setTimeout(done, ICE_GATHER_MS);
+    pc.addEventListener("icegatheringstatechange", () => {
+      if (pc.iceGatheringState === "complete") { clearTimeout(t); done(); }
+    });
+  });
+}
+
+export const player = {
+  async connect(source) {
+    this.disconnect();
+    this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
+    const pc = newPeerConnection(); this.pc = pc;
+    pc.addTransceiver("video", { direction: "recvonly" });
+    const channel = pc.createDataChannel("control"); this.channel = channel;
+    channel.onmessage = (ev) => this.onMessage(JSON.parse(ev.data));
+    // The studio closes the channel when it ends the session; unless the sequence simply ended, start a new
+    // session on the same source with the same timeline, so a presenter's screen never stays dead.
+    channel.onclose = () => { if (pc === this.pc && !this.sourceEnded) this.reconnectSoon(); };
+    pc.addEventListener("connectionstatechange", () => {
+      if (pc === this.pc && pc.connectionState === "failed") this.reconnectSoon();
+    });
+    pc.ontrack = (ev) => {
+      this.video.srcObject = ev.streams[0] || new MediaStream([ev.track]);
+      this.video.play().catch(() => {});
+    };
+    await gatherIce(pc);
+    this.overlay("connecting…");
+    try {
+      const answer = await api("POST", "/api/webrtc/offer", { sdp: pc.localDescription.sdp, type: "offer", source,
+        schedule: this.timeline.doc, size: this.size });
+      if (pc !== this.pc) return;
+      this.sessionId = answer.session_id;
+      await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
+      this.say("", true, "source");
+    } catch (err) {
+      this.say(err.message, false, "source"); this.overlay("not connected");
+      if (pc === this.pc) this.disconnect();
+    }
+  },
+  disconnect() {
+    if (this.pc) this.pc.close();
+    this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
+  },
+  reconnectSoon() {
+    if (this.reconnectTimer) return;
+    this.overlay("reconnecting…");
+    this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; this.connect(this.source); }, RECONNECT_MS);
+  },
+  send(msg) {
+    if (this.channel && this.channel.readyState === "open") { this.channel.send(JSON.stringify(msg)); return true; }
+    return false;
+  },
+
+  onMessage(m) {
+    switch (m.type) {
+      case "hello": this.hello = m; break;
+      case "status": this.onStatus(m); break;
+      case "ack":
+        if (["prompt", "preset", "blend", "switch"].includes(m.request)) this.pullSchedule();
+        if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");
+        break;
+      case "stats": this.onStats(m); break;
+      case "error": this.say(m.message); break;
+      case "ended":
+        this.sourceEnded = m.reason === "the source ended";
+        this.say(`stream ended at frame ${m.frame}: ${m.reason}`, true);
+        break;
+    }
+  },
+
+  onStatus(m) {
+    this.lastStatus = m;
+    const doc = this.timeline.doc;
+    this.overlay(m.label, `frame ${m.frame}`, `${m.fps.toFixed(1)} fps`);
+    this.$("alaya-status").textContent =
+      `session ${this.sessionId} · ${this.source} · frame ${m.frame} · ${m.fps.toFixed(1)}/${m.target_fps} fps` +
+      ` · latency ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;
+    this.timeline.setPlayhead(doc.loop && doc.length ? m.frame % doc.length : m.frame);
+    const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
+    this.markActive(top && top.preset);
+    this.chartStatus(m);
+  },
+};

@@ -1,0 +1,32 @@
+// Presenter mode and the page's hotkeys: full-window video, pause/play, loop. Mixed into the Studio.
+
+export const presenter = {
+  presenter(on = !this.root.classList.contains("presenter")) {
+    this.root.classList.toggle("presenter", on);
+    document.activeElement?.blur();                    // a focused button would take space as a click
+    this.$("alaya-presenter").setAttribute("aria-pressed", String(on));
+    if (on && this.root.requestFullscreen) this.root.requestFullscreen().catch(() => {});
+    if (!on && document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    setTimeout(() => this.timeline.render(), 50);
+  },
+  togglePause() { this.send({ type: this.paused ? "play" : "pause" }); },
+  setPaused(p) { this.paused = p; this.$("alaya-pause").textContent = p ? "Play" : "Pause"; },
+  toggleLoop() {
+    const doc = structuredClone(this.timeline.doc), on = !doc.loop;
+    doc.loop = on;
+    if (on && !doc.length) doc.length = this.timeline.viewFrames;
+    this.timeline.set(doc);
+    this.send({ type: "loop", on });                   // recorded sources also restart at their end
+  },
+  onHotkey(ev) {
+    const presenting = this.root.classList.contains("presenter");
+    const k = ev.key.toLowerCase();
+    if (k === "p") return this.presenter(), true;
+    if (!presenting) return false;
+    if (k === "escape") return this.presenter(false), true;
+    if (/^[1-8]$/.test(k)) { const p = this.hotkeyPresets[+k - 1]; if (p) this.setPreset(p.name); return true; }
+    if (k === " ") return this.togglePause(), true;
+    if (k === "l") return this.toggleLoop(), true;
+    return false;
+  },
+};

@@ -1,0 +1,98 @@
+// Timeline glue: the editor (timeline.js) wired to the session — live application of edits, the server's
+// recorded switches, import/export and render-to-MP4. Mixed into the Studio (studio.js).
+import { api, sleep } from "./api.js";
+import { Timeline, promptName } from "./timeline.js";
+
+const RENDER_POLL_MS = 500;
+
+export const timelineGlue = {
+  buildTimeline() {
+    this.timeline = new Timeline(this.$("tl"), {
+      presets: this.presets, curves: this.config.easing_curves,
+      onChange: (doc) => { this.applySchedule(doc); this.loopButton(); },
+      onSeek: (frame) => this.send({ type: "seek", frame }),
+      onSelect: (i, seg) => {
+        this.$("tl-seg-prompt").value = promptName(seg);
+        const t = seg.transition || { kind: "cut" };
+        this.$("tl-seg-kind").value = t.kind; this.$("tl-seg-frames").value = t.frames || 0;
+        this.$("tl-seg-easing").value = t.easing || "linear";
+        const doc = this.timeline.doc;
+        const span = doc.length ? `${doc.length} frames` : "open-ended";
+        this.$("tl-info").textContent = `${doc.segments.length} segments · ${span} · ${doc.fps} fps` +
+          `${doc.loop ? " · loop" : ""} · selected #${i} at frame ${seg.start}`;
+        this.loopButton();
+      },
+    });
+    const easing = this.$("tl-seg-easing");
+    for (const e of this.config.easings) easing.add(new Option(e, e));
+    this.timeline.render();
+  },
+  async pullSchedule() {          // a live switch was recorded into the session's schedule: show it
+    if (!this.sessionId) return;
+    try { this.timeline.set(await api("GET", `/api/sessions/${this.sessionId}/schedule`), { notify: false }); }
+    catch (err) { this.say(err.message); }
+  },
+  applySchedule(doc) {
+    if (this.$("tl-live").checked) this.send({ type: "schedule", schedule: doc });
+  },
+  loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
+
+  async importText(text) {
+    try { this.timeline.set(await api("POST", "/api/ui/schedule/import", { text })); this.say("schedule imported", true); }
+    catch (err) { this.say(err.message); }
+  },
+  async exportJson() {
+    try {
+      const doc = await api("POST", "/api/ui/schedule/validate", this.timeline.doc);
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + "\n"], { type: "application/json" }));
+      a.download = "schedule.json"; a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+    } catch (err) { this.say(err.message); }
+  },
+  async render() {
+    const frames = parseInt(this.$("tl-render-frames").value, 10) || undefined;
+    const size = this.hello ? `${this.hello.width}x${this.hello.height}` : this.size;
+    const bar = this.$("tl-render-progress"), status = this.$("tl-render-status"), link = this.$("tl-render-link");
+    link.hidden = true;
+    try {
+      let job = await api("POST", "/api/ui/renders", { schedule: this.timeline.doc, source: this.source, frames, size });
+      bar.hidden = false;
+      while (job.state === "running") {
+        bar.value = job.progress; status.textContent = `rendering ${job.done}/${job.frames}`;
+        await sleep(RENDER_POLL_MS);
+        job = await api("GET", `/api/ui/renders/${job.id}`);
+      }
+      bar.value = job.progress;
+      if (job.state !== "done") throw new Error(job.error);
+      status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
+      link.href = job.download; link.hidden = false;
+    } catch (err) { status.textContent = ""; this.say(err.message); }
+  },
+
+  wireTimeline() {
+    const on = (id, ev, fn) => this.$(id).addEventListener(ev, fn), tl = this.timeline;
+    on("tl-add", "click", () => {
+      const name = this.$("alaya-prompt").value.trim() || this.activePreset || this.presets[0].name;
+      tl.add(name, this.transition());
+    });
+    on("tl-split", "click", () => tl.split());
+    on("tl-delete", "click", () => tl.remove());
+    on("tl-undo", "click", () => tl.undo());
+    on("tl-redo", "click", () => tl.redo());
+    on("tl-apply", "click", () => this.send({ type: "schedule", schedule: tl.doc }));
+    on("tl-eight", "click", async () => {
+      try { tl.set(await api("GET", "/api/ui/schedules/eight_worlds")); } catch (err) { this.say(err.message); }
+    });
+    on("tl-save", "click", () => this.exportJson());
+    on("tl-load", "change", async (ev) => {
+      const f = ev.target.files[0]; ev.target.value = "";
+      if (f) this.importText(await f.text());
+    });
+    on("tl-import", "click", () => this.importText(this.$("tl-import-text").value));
+    on("tl-seg-set", "click", () => tl.updateSelected({
+      prompt: this.$("tl-seg-prompt").value, kind: this.$("tl-seg-kind").value,
+      frames: parseInt(this.$("tl-seg-frames").value, 10), easing: this.$("tl-seg-easing").value }));
+    on("tl-render", "click", () => this.render());
+  },
+};
