@@ -27,6 +27,7 @@ from studio.ui.uploads import UPLOAD_FOLDER, UploadError, save_upload
 router = APIRouter(prefix="/api/ui", tags=["studio ui"])
 ERRORS = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
 DEFAULT_UPLOAD_LIMIT = 256 * 2**20
+RAMP_SAMPLES = 16                   # points per easing curve the timeline draws
 INSPECTOR_WAIT_S = 3.0              # the first request installs the frame tap, then waits for the next chunk
 
 
@@ -124,8 +125,13 @@ async def upload(name: str, request: Request) -> UploadResult:
 
 @router.get("/config")
 def config(request: Request) -> dict:
-    """What the page's controls offer: easing names, built-in schedules, the upload limit."""
-    return {"easings": list(EASINGS), "schedules": builtin_names(), "upload_limit": _ui(request).upload_limit}
+    """What the page's controls offer: easing names and their curves, built-in schedules, the upload limit.
+
+    `easing_curves` holds each curve's weights at t = 0, 1/n … 1 (n = RAMP_SAMPLES), from the very functions
+    the schedule renders with: the timeline draws these points, so no curve is defined twice."""
+    curves = {name: [round(f(k / RAMP_SAMPLES), 6) for k in range(RAMP_SAMPLES + 1)] for name, f in EASINGS.items()}
+    return {"easings": list(EASINGS), "easing_curves": curves, "schedules": builtin_names(),
+            "upload_limit": _ui(request).upload_limit}
 
 
 @router.get("/schedules/{name}", responses=ERRORS)

@@ -4,6 +4,7 @@
 const clone = (x) => JSON.parse(JSON.stringify(x));
 const MIN_VIEW = 300;          // frames shown for an open-ended schedule beyond its last start
 const MAX_UNDO = 200;
+const LINEAR = Array.from({ length: 17 }, (_, k) => k / 16);
 
 export function promptName(seg) {
   return seg.prompts.map((p) => p.preset || p.text).join(" + ");
@@ -14,8 +15,11 @@ export function promptSpec(name) {
 }
 
 export class Timeline {
-  constructor(root, { presets, onChange, onSeek, onSelect }) {
+  // `curves`: easing name → its weights at 0, 1/n … 1, sampled by the server from the curves it renders
+  // (GET /api/ui/config), so the ramp drawn is the ramp rendered.
+  constructor(root, { presets, curves, onChange, onSeek, onSelect }) {
     this.root = root;
+    this.curves = curves || {};
     this.ruler = root.querySelector(".tl-ruler");
     this.lane = root.querySelector(".tl-lane");
     this.playheadEl = root.querySelector(".tl-playhead");
@@ -126,8 +130,8 @@ export class Timeline {
     let ramp = "";
     if (t.kind !== "cut" && t.frames) {
       // the transition drawn as a ramp: the new prompt's weight rising over its frames
-      const rw = Math.max(2, this.x(t.frames)), pts = [];
-      for (let k = 0; k <= 16; k++) { const u = k / 16; pts.push(`${u * rw},${60 - 60 * ease(t.easing, u)}`); }
+      const rw = Math.max(2, this.x(t.frames)), curve = this.curves[t.easing || "linear"] || LINEAR;
+      const pts = curve.map((w, k) => `${(k / (curve.length - 1)) * rw},${60 - 60 * w}`);
       ramp = `<svg class="tl-ramp" width="${rw}" viewBox="0 0 ${rw} 60" preserveAspectRatio="none">` +
         `<polygon points="0,60 ${pts.join(" ")} ${rw},60" fill="rgba(0,0,0,.35)"/>` +
         `<polyline points="${pts.join(" ")}" fill="none" stroke="#fff" stroke-width="1.5"/></svg>`;
@@ -219,15 +223,6 @@ export class Timeline {
     this.selected = i;
     this.lane.querySelectorAll(".tl-block").forEach((b, k) => b.classList.toggle("selected", k === i));
     this.onSelect(i, this.segments[i]);
-  }
-}
-
-function ease(name, t) {
-  switch (name) {
-    case "ease_in": return t * t;
-    case "ease_out": return 1 - (1 - t) * (1 - t);
-    case "ease_in_out": case "smoothstep": return t * t * (3 - 2 * t);
-    default: return t;
   }
 }
 
