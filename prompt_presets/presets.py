@@ -1,6 +1,7 @@
 """The style presets: loaded from the JSON data files in `prompt_presets/data/`, validated at load.
 
-A data file is `{"version": 1, "presets": [{name, title, family, color, keywords, prompt, reference}, ...]}`.
+A data file is `{"version": 1, "presets": [{name, title, family, color, keywords, aliases, prompt, reference}, ...]}`;
+`aliases` are other names for the preset ('lava' → volcano), matched like names.
 Presets are ordered by family (the report's "flash" styles, then the original "alayarenderer" list), then by
 their position in the file. See docs/presets.md.
 """
@@ -42,6 +43,7 @@ class Preset:
     family: str          # "flash" (the report's styles) or "alayarenderer" (the original list)
     reference: ReferenceParams
     keywords: tuple[str, ...] = ()  # for matching free text when no sentence-embedding model is available
+    aliases: tuple[str, ...] = ()   # other names, normalized ('lava' for volcano)
 
 
 def load_presets(directory: str | Path | None = None) -> dict[str, Preset]:
@@ -59,10 +61,17 @@ def normalize_name(name: str) -> str:
 
 
 def find_preset(name: str) -> Preset | None:
-    """The preset called `name` (case-insensitive, '-' or ' ' for '_'), or None."""
+    """The preset called `name` or one of its aliases (case-insensitive, '-' or ' ' for '_'), or None.
+    The one rule for "is this text a preset?": every prompt box, schedule and message goes through it."""
     if not isinstance(name, str):
         return None
-    return load_presets().get(normalize_name(name))
+    key = normalize_name(name)
+    return load_presets().get(key) or _aliases(DATA_DIR).get(key)
+
+
+@lru_cache(maxsize=8)
+def _aliases(directory: Path) -> dict[str, Preset]:
+    return {alias: p for p in _load(directory).values() for alias in p.aliases}
 
 
 def get_preset(name: str) -> Preset:
@@ -88,6 +97,10 @@ def _load(directory: Path) -> dict[str, Preset]:
                                   str(path))
             seen[preset.name] = path
             presets.append(preset)
+    for preset in presets:
+        for alias in preset.aliases:
+            if alias in seen:
+                raise PresetError(f"alias {alias!r} of {preset.name!r} names another preset", str(seen[preset.name]))
     presets.sort(key=lambda p: FAMILIES.index(p.family))  # stable: keeps file order within a family
     return {p.name: p for p in presets}
 
@@ -109,7 +122,7 @@ def _read_file(path: Path) -> list[Preset]:
 def _parse_preset(raw: Any, where: str) -> Preset:
     if not isinstance(raw, dict):
         raise PresetError(f"expected an object, got {type(raw).__name__}", where)
-    allowed = {"name", "title", "prompt", "color", "family", "keywords", "reference"}
+    allowed = {"name", "title", "prompt", "color", "family", "keywords", "aliases", "reference"}
     extra = sorted(set(raw) - allowed)
     if extra:
         raise PresetError(f"unknown field {extra[0]!r}; fields are {', '.join(sorted(allowed))}", where)
@@ -126,13 +139,17 @@ def _parse_preset(raw: Any, where: str) -> Preset:
     keywords = raw.get("keywords", [])
     if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
         raise PresetError("keywords must be a list of non-empty strings", f"{where}.keywords")
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise PresetError("aliases must be a list of non-empty strings", f"{where}.aliases")
     try:
         reference = ReferenceParams.from_dict(raw.get("reference", {}), f"{where}.reference")
     except UserError as e:
         raise PresetError(e.detail, e.where) from None
     return Preset(name=name, title=_text(raw, "title", where), prompt=_text(raw, "prompt", where),
                   color=color.lower(), family=family, reference=reference,
-                  keywords=tuple(k.strip().lower() for k in keywords))
+                  keywords=tuple(k.strip().lower() for k in keywords),
+                  aliases=tuple(normalize_name(a) for a in aliases))
 
 
 def _text(raw: dict, key: str, where: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, chromium, open_studio, server_schedule, status,
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, chromium, open_studio, server_schedule, status,
                              studio_with_ui, wait_until)
 from studio.schedule import Schedule
 
@@ -57,3 +57,159 @@ def test_the_drawn_ramp_is_the_schedules_own_curve(page):
         x, y = points[k]
         assert x == pytest.approx(width * k / 16)
         assert 1 - y / 60 == pytest.approx(weight_of(schedule.conditioning_at(64 + k - 1), "volcano"), abs=1e-3)
+
+
+def spy_sent(page) -> None:
+    """Record every data-channel message the page sends from now on (window.alayaStudio.sent)."""
+    page.evaluate("""() => { const s = window.alayaStudio; s.sent = [];
+        if (!s.realSend) { s.realSend = s.send; s.send = function (m) { this.sent.push(m); return this.realSend(m); }; } }""")
+
+
+def sent_types(page) -> list[str]:
+    return page.evaluate("window.alayaStudio.sent.map((m) => m.type)")
+
+
+def test_messages_expire_or_clear_when_the_same_kind_succeeds(page):
+    page.evaluate("window.alayaStudio.send({type: 'preset', name: 'lava land', transition: 0})")
+    wait_until(lambda: "unknown preset 'lava land'" in message(page), 20, lambda: f"no error: {message(page)!r}")
+    page.fill("#alaya-transition", "0")
+    page.click(".alaya-tile[data-preset=polar]")                   # a switch of the same kind succeeds
+    wait_until(lambda: message(page) == "", 20, lambda: f"the preset error stayed: {message(page)!r}")
+
+    page.click("#alaya-timeline-panel summary")
+    page.fill("#tl-import-text", "not a schedule at all")
+    page.click("#tl-import")
+    wait_until(lambda: message(page).startswith("import"), 20, lambda: f"no import error: {message(page)!r}")
+    page.fill("#tl-import-text", '0: "polar", 30: "vaporwave"')
+    page.click("#tl-import")
+    wait_until(lambda: message(page) == "schedule imported", 20, "the import's success did not replace its error")
+    wait_until(lambda: message(page) == "", 30, "'schedule imported' never went away")
+
+
+def test_number_keys_switch_presets_on_the_normal_page_but_not_while_typing(page):
+    hotkeys = page.evaluate("window.alayaStudio.hotkeyPresets.map(p => p.name)")
+    page.fill("#alaya-transition", "0")
+    spy_sent(page)
+    page.focus("#alaya-prompt")
+    page.keyboard.press("2")                                       # typing: a digit in the field
+    assert page.input_value("#alaya-prompt").endswith("2")
+    page.click("#alaya-status")                                    # out of the field
+    page.keyboard.press("3")
+    wait_until(lambda: status(page).get("label") == hotkeys[2], 20, f"key 3 did not switch to {hotkeys[2]}")
+    assert sent_types(page) == ["preset"] and page.evaluate("window.alayaStudio.sent[0].name") == hotkeys[2]
+    page.fill("#alaya-prompt", "")
+
+
+def test_pause_shows_on_the_overlay_and_in_presenter_mode(page):
+    badge = page.locator("#alaya-paused-badge")
+    page.click("#alaya-pause")
+    wait_until(lambda: page.evaluate("window.alayaStudio.paused"), 20, "did not pause")
+    assert page.locator("#alaya-ov-fps").inner_text() == "paused" and badge.is_visible()
+    page.keyboard.press("p")
+    assert "presenter" in page.locator("#alaya-studio").get_attribute("class") and badge.is_visible()
+    page.keyboard.press("Space")                                   # play
+    wait_until(lambda: not page.evaluate("window.alayaStudio.paused"), 20, "space did not resume")
+    wait_until(lambda: page.locator("#alaya-ov-fps").inner_text().endswith(" fps"), 20, "no FPS after play")
+    assert not badge.is_visible()
+    page.keyboard.press("Escape")
+
+
+def test_render_button_is_disabled_while_rendering_then_offers_a_download_button(page):
+    page.fill("#tl-render-frames", "8")
+    spy_requests = []
+    page.on("request", lambda r: spy_requests.append(r.method) if r.url.endswith("/api/ui/renders") else None)
+    clicked_disabled = page.evaluate("""() => { const b = document.querySelector('#tl-render');
+        b.click(); const disabled = b.disabled; b.click(); return disabled; }""")
+    assert clicked_disabled                                        # at once, before the job is even posted
+    link = page.locator("#tl-render-link")
+    wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90, "the render never finished")
+    assert spy_requests == ["POST"]                                # the second click did nothing
+    assert "alaya-button" in link.get_attribute("class") and link.get_attribute("href").endswith("/video.mp4")
+    assert link.evaluate("a => getComputedStyle(a).backgroundColor") not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert "render" not in message(page)
+
+
+def test_every_box_resolves_prompt_text_the_same_way_and_the_timeline_shows_what_the_session_accepted(page, server):
+    doc = {"version": 1, "fps": 30, "segments": [{"start": 0, "prompts": [{"preset": "cyberpunk"}]},
+                                                 {"start": 60, "prompts": [{"preset": "polar"}]}]}
+    page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
+    wait_until(lambda: len(server_schedule(server, page)["segments"]) == 2, 20, "the timeline did not apply")
+    timeline_prompts = "window.alayaStudio.timeline.doc.segments[1].prompts"
+    for typed, preset in (("lava", "volcano"), ("Holy Gold", "holy_gold")):
+        page.click(".tl-block[data-index='1']")
+        page.fill("#tl-seg-prompt", typed)
+        page.click("#tl-seg-set")
+        wait_until(lambda: server_schedule(server, page)["segments"][1]["prompts"] == [{"preset": preset, "weight": 1.0}],
+                   20, lambda: f"{typed!r}: the session has {server_schedule(server, page)['segments'][1]}")
+        wait_until(lambda: page.evaluate(timeline_prompts) == [{"preset": preset, "weight": 1.0}], 20,
+                   lambda: f"{typed!r}: the timeline shows {page.evaluate(timeline_prompts)}")
+    assert "unknown preset" not in message(page)
+    page.fill("#alaya-transition", "0")
+    page.fill("#alaya-prompt", "LAVA")                            # the prompt box: the same preset
+    page.press("#alaya-prompt", "Enter")
+    wait_until(lambda: status(page).get("label") == "volcano", 20, lambda: f"prompt box: {status(page).get('label')}")
+    wait_until(lambda: page.locator("#alaya-prompt-match").inner_text() == "preset volcano", 20, "no meaning shown")
+    page.fill("#alaya-prompt", "")
+
+
+def test_a_broken_npy_upload_says_what_the_file_is_not(page):
+    page.set_input_files("#alaya-upload", files=[{"name": "x.npy", "mimeType": "application/octet-stream",
+                                                  "buffer": np.random.default_rng(5).bytes(4096)}])
+    wait_until(lambda: message(page).startswith("x.npy: "), 20, "no upload error shown")
+    assert message(page) == "x.npy: not a G-buffer window (expected a uint8 array (T, 5, H, W, 3))"
+
+
+def test_free_text_shows_which_presets_it_maps_to(page):
+    page.fill("#alaya-prompt", "molten rock and fire under an ash sky")
+    page.press("#alaya-prompt", "Enter")
+    match = page.locator("#alaya-prompt-match")
+    wait_until(lambda: match.inner_text().startswith("≈ "), 60, lambda: f"no mapping shown: {match.inner_text()!r}")
+    assert "%" in match.inner_text()
+    page.fill("#alaya-prompt", "")
+
+
+def test_the_drive_hint_changes_while_driving(page):
+    hint = page.locator("#alaya-drive-hint")
+    idle = hint.inner_text()
+    page.click("#alaya-video")
+    assert page.evaluate("window.alayaStudio.driving") and hint.inner_text() != idle
+    assert "you drive" in hint.inner_text()
+    page.keyboard.press("Escape")
+    assert hint.inner_text() == idle
+
+
+def test_the_selection_info_follows_the_selected_block(page):
+    page.click("#tl-eight")
+    wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "eight worlds not loaded")
+    page.click(".tl-block[data-index='3']")
+    wait_until(lambda: "selected #3 at frame 240" in page.locator("#tl-info").inner_text(), 10,
+               lambda: page.locator("#tl-info").inner_text())
+
+
+def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser, server):
+    """Every request that is not to the studio is aborted; /player plays with no click."""
+    context = browser.new_context()
+    outside, errors = [], []
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
+                  else (outside.append(route.request.url), route.abort()))
+    try:
+        for path, ready in [(f"/?size={SIZE}", "window.alayaStudio?.lastStatus && "
+                             "document.querySelectorAll('.alaya-tile img').length >= 8"),
+                            ("/player", "document.getElementById('video').currentTime > 0.5"),
+                            ("/docs", "document.querySelectorAll('.swagger-ui .opblock').length > 5")]:
+            page = context.new_page()
+            page.on("pageerror", lambda exc, path=path: errors.append(f"{path}: {exc}"))
+            page.goto(server.url + path)
+            try:
+                page.wait_for_function(ready, timeout=90_000)
+            except Exception as exc:
+                raise AssertionError(f"{path} did not render: {errors} {outside}") from exc
+            icon = page.evaluate("document.querySelector('link[rel~=icon]')?.href")
+            assert icon, f"{path} links no favicon"
+            res = page.request.get(icon)
+            assert res.ok and res.headers["content-type"].startswith("image/"), (path, icon, res.status)
+            page.close()
+    finally:
+        context.close()
+    assert not errors
+    assert not outside, outside

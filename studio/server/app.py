@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, FeedLimits
 from studio.server import feed_routes, routes
+from studio.server.offline_docs import mount_offline_docs
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
@@ -34,13 +35,14 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
         await app.state.sessions.close_all()
         await warm
 
-    app = FastAPI(title="AlayaStudio", version=routes.VERSION, lifespan=lifespan,
+    app = FastAPI(title="AlayaStudio", version=routes.VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
     app.state.settings = settings
     app.state.feeds = FeedHub(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps))
     app.state.sessions = SessionManager(settings, app.state.feeds)
     app.include_router(routes.router)
     app.include_router(feed_routes.router)
+    mount_offline_docs(app)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 

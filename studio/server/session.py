@@ -275,7 +275,7 @@ class LiveSession:
     def _on_schedule(self, msg) -> None:
         # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
         # evaluate, which on the event loop would freeze every session's video and signalling
-        self.submit(lambda: self._replace_schedule(timeline.schedule_from_message(msg)))
+        self.submit(lambda: self._replace_schedule(msg))
 
     @handles("play", "pause")
     def _on_play_pause(self, msg) -> None:
@@ -322,7 +322,12 @@ class LiveSession:
         return {"type": "ack", "request": "switch", "frame": frame, "transition": transition,
                 "label": conditioning.label()}
 
-    def _replace_schedule(self, schedule) -> dict:
+    def _replace_schedule(self, msg) -> dict:
+        try:
+            schedule = timeline.schedule_from_message(msg)
+        except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
+            self.errors += 1
+            return dc.error_message(exc, "schedule")
         self.rollout.schedule = schedule
         return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
 

@@ -14,7 +14,8 @@ START_JS = "const go = () => window.AlayaStudio ? window.AlayaStudio.start(eleme
 
 
 def head_html() -> str:
-    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">']
+    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">',
+             '<link rel="icon" href="/favicon.ico" type="image/svg+xml">']     # served by the studio server
     links.append(f'<script type="module" src="{STATIC_URL}/{ENTRY}"></script>')
     return "\n".join(links)
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 
 from gbuffer.formats.sequence import input_kind
 from gbuffer.frame import GBufferError
-from prompt_presets import load_presets
+from prompt_presets import Conditioning, load_presets, resolve_prompt
 from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from studio.schedule.easing import EASINGS
 from studio.server.models import SIZE_PATTERN, ErrorBody, OfferRequest
@@ -119,6 +119,24 @@ async def upload(name: str, request: Request) -> UploadResult:
         raise UploadError(f"larger than the upload limit of {ui.upload_limit / 2**20:.1f} MiB", name)
     path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit)
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
+
+
+# ---- prompts ----------------------------------------------------------------------------------------------
+
+class PromptMeaning(BaseModel):
+    text: str
+    preset: str | None = Field(description="the preset the text names (its name or an alias, any case), if any")
+    maps_to: list[tuple[str, float]] = Field(description="(preset, weight) the reference renderer renders it as")
+
+
+@router.get("/prompt", response_model=PromptMeaning, responses=ERRORS)
+def prompt_meaning(text: str = Query(min_length=1, max_length=2000)) -> PromptMeaning:
+    """What a prompt box's text means, by the one resolver every box uses (`prompt_presets.resolve_prompt`)."""
+    from renderer.reference.style import prompt_blend
+
+    prompt = resolve_prompt(text)
+    blend = sorted(prompt_blend(Conditioning((prompt,))), key=lambda nw: -nw[1])
+    return PromptMeaning(text=text, preset=prompt.preset, maps_to=[(n, round(w, 3)) for n, w in blend])
 
 
 # ---- page configuration and schedules -------------------------------------------------------------------

@@ -4,11 +4,15 @@
 const DRIVE_KEYS = { arrowleft: "left", a: "left", arrowright: "right", d: "right", arrowup: "up", w: "up",
                      arrowdown: "down", s: "down", " ": "space", r: "reset" };
 
+const IDLE_HINT = "click the picture to drive · arrows/WASD · space brake · R reset · Esc release";
+const DRIVING_HINT = "you drive · arrows/WASD steer · space brake · R reset · Esc or a click elsewhere: autopilot";
+
 export const drive = {
   drive(on) {
     if (on === this.driving) return;
     this.driving = on;
     this.$("alaya-stage").classList.toggle("driving", on);
+    this.$("alaya-drive-hint").textContent = on ? DRIVING_HINT : IDLE_HINT;
     if (on) { this.video.focus(); return; }
     for (const key of this.held) this.send({ type: "key", key, down: false });
     this.held.clear();

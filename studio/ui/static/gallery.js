@@ -26,6 +26,15 @@ export const gallery = {
     this.activePreset = name;
     for (const t of this.root.querySelectorAll(".alaya-tile")) t.classList.toggle("active", t.dataset.preset === name);
   },
+  // Under the prompt box: which preset the text names, or which presets free text renders as.
+  async showMeaning(text) {
+    const el = this.$("alaya-prompt-match");
+    try {
+      const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
+      el.textContent = m.preset ? `preset ${m.preset}` :
+        "≈ " + m.maps_to.map(([name, w]) => `${name} ${Math.round(w * 100)}%`).join(" · ");
+    } catch (err) { el.textContent = ""; }
+  },
   transition() { return Math.max(0, parseInt(this.$("alaya-transition").value, 10) || 0); },
 
   buildBlend() {
@@ -50,14 +59,17 @@ export const gallery = {
     this.source = wanted;
   },
   async upload(file) {
-    this.say(`uploading ${file.name}…`, true);
+    this.say(`uploading ${file.name}…`, { ok: true, kind: "upload" });
     try {
       const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file });
       const data = await res.json().catch(() => ({}));
       if (!res.ok) throw new Error(data.error || `upload failed: HTTP ${res.status}`);
       this.fillSources(await api("GET", "/api/ui/sources"), data.source);
       await this.connect(data.source);
-      if (this.sessionId) this.say(`uploaded ${data.source}: ${data.frames} frames, ${data.width}x${data.height}`, true);
-    } catch (err) { this.say(err.message); }
+      if (this.sessionId) {
+        this.say(`uploaded ${data.source}: ${data.frames} frames, ${data.width}x${data.height}`,
+                 { ok: true, kind: "upload" });
+      }
+    } catch (err) { this.say(err.message, { kind: "upload" }); }
   },
 };

@@ -4,6 +4,10 @@ import { api } from "./api.js";
 
 const ICE_GATHER_MS = 3000;
 const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
+const SWITCHES = ["prompt", "preset", "blend", "switch"];
+// the message kind (studio.js `say`) of a data-channel request: its error clears when the same kind succeeds
+const messageKind = (request) => SWITCHES.includes(request) ? "prompt" :
+  ["schedule", "seek", "loop"].includes(request) ? "timeline" : "session";
 
 // The one place the page builds a peer connection (ICE configuration goes here).
 export function newPeerConnection() {
@@ -47,15 +51,16 @@ export const player = {
       if (pc !== this.pc) return;
       this.sessionId = answer.session_id;
       await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
-      this.say("", true, "source");
+      this.succeeded("source");
     } catch (err) {
-      this.say(err.message, false, "source"); this.overlay("not connected");
+      this.say(err.message, { kind: "source" }); this.overlay("not connected");
       if (pc === this.pc) this.disconnect();
     }
   },
   disconnect() {
     if (this.pc) this.pc.close();
     this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
+    this.pendingSchedules = 0; this.setPaused(false);
   },
   reconnectSoon() {
     if (this.reconnectTimer) return;
@@ -63,8 +68,10 @@ export const player = {
     this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; this.connect(this.source); }, RECONNECT_MS);
   },
   send(msg) {
-    if (this.channel && this.channel.readyState === "open") { this.channel.send(JSON.stringify(msg)); return true; }
-    return false;
+    if (!this.channel || this.channel.readyState !== "open") return false;
+    this.channel.send(JSON.stringify(msg));
+    if (msg.type === "schedule") this.pendingSchedules += 1;
+    return true;
   },
 
   onMessage(m) {
@@ -72,14 +79,23 @@ export const player = {
       case "hello": this.hello = m; break;
       case "status": this.onStatus(m); break;
       case "ack":
-        if (["prompt", "preset", "blend", "switch"].includes(m.request)) this.pullSchedule();
+        this.succeeded(messageKind(m.request));
+        if (SWITCHES.includes(m.request)) { this.preparing = null; this.pullSchedule(); }
+        if (m.request === "schedule") this.scheduleSettled();
         if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");
         break;
+      case "preparing":             // free text waits for the text-matching model; frames keep coming
+        this.preparing = m.label;
+        this.say(`preparing prompt… (${m.label})`, { ok: true, kind: "prompt" });
+        break;
       case "stats": this.onStats(m); break;
-      case "error": this.say(m.message); break;
+      case "error":
+        this.say(m.message, { kind: messageKind(m.request) });
+        if (m.request === "schedule") this.scheduleSettled();
+        break;
       case "ended":
         this.sourceEnded = m.reason === "the source ended";
-        this.say(`stream ended at frame ${m.frame}: ${m.reason}`, true);
+        this.say(`stream ended at frame ${m.frame}: ${m.reason}`, { kind: "session" });
         break;
     }
   },
@@ -87,7 +103,8 @@ export const player = {
   onStatus(m) {
     this.lastStatus = m;
     const doc = this.timeline.doc;
-    this.overlay(m.label, `frame ${m.frame}`, `${m.fps.toFixed(1)} fps`);
+    this.overlay(this.preparing ? `${m.label} · preparing ${this.preparing}…` : m.label, `frame ${m.frame}`,
+                 `${m.fps.toFixed(1)} fps`);
     this.$("alaya-status").textContent =
       `session ${this.sessionId} · ${this.source} · frame ${m.frame} · ${m.fps.toFixed(1)}/${m.target_fps} fps` +
       ` · latency ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;

@@ -10,7 +10,13 @@ export const presenter = {
     setTimeout(() => this.timeline.render(), 50);
   },
   togglePause() { this.send({ type: this.paused ? "play" : "pause" }); },
-  setPaused(p) { this.paused = p; this.$("alaya-pause").textContent = p ? "Play" : "Pause"; },
+  // Paused: the overlay says so instead of a stale FPS, and a marker shows on the stage (presenter mode too).
+  setPaused(p) {
+    this.paused = p;
+    this.$("alaya-pause").textContent = p ? "Play" : "Pause";
+    this.$("alaya-stage").classList.toggle("paused", p);
+    if (p) this.$("alaya-ov-fps").textContent = "paused";
+  },
   toggleLoop() {
     const doc = structuredClone(this.timeline.doc), on = !doc.loop;
     doc.loop = on;
@@ -18,13 +24,16 @@ export const presenter = {
     this.timeline.set(doc);
     this.send({ type: "loop", on });                   // recorded sources also restart at their end
   },
+  // P and 1–8 (the tiles' numbers) everywhere, except while typing in a field (studio.js) or driving;
+  // Esc, space and L in presenter mode.
   onHotkey(ev) {
     const presenting = this.root.classList.contains("presenter");
     const k = ev.key.toLowerCase();
+    if (this.driving) return false;
     if (k === "p") return this.presenter(), true;
+    if (/^[1-8]$/.test(k)) { const p = this.hotkeyPresets[+k - 1]; if (p) this.setPreset(p.name); return true; }
     if (!presenting) return false;
     if (k === "escape") return this.presenter(false), true;
-    if (/^[1-8]$/.test(k)) { const p = this.hotkeyPresets[+k - 1]; if (p) this.setPreset(p.name); return true; }
     if (k === " ") return this.togglePause(), true;
     if (k === "l") return this.toggleLoop(), true;
     return false;

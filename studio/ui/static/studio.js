@@ -13,6 +13,8 @@ import { presenter } from "./presenter.js";
 import { stats } from "./stats.js";
 import { timelineGlue } from "./timeline-glue.js";
 
+const OK_MESSAGE_MS = 5000;
+
 class Studio {
   constructor(root) {
     this.root = root;
@@ -38,11 +40,22 @@ class Studio {
 
   overlay(prompt, frame = "", fps = "") {
     this.$("alaya-ov-prompt").textContent = prompt; this.$("alaya-ov-frame").textContent = frame;
-    this.$("alaya-ov-fps").textContent = fps;
+    this.$("alaya-ov-fps").textContent = this.paused ? "paused" : fps;
+    this.$("alaya-ov-prompt").title = prompt;       // long labels are cut on screen; the whole one on hover
   }
-  say(text, ok = false) {
+
+  // One message line. Every message has the kind of action it reports (prompt, timeline, render, upload,
+  // source, session). A new message replaces the old; good news expires after OK_MESSAGE_MS; an error stays
+  // until the next action of its kind succeeds (`succeeded`).
+  say(text, { ok = false, kind = "session" } = {}) {
     const el = this.$("alaya-message");
-    el.textContent = text; el.classList.toggle("ok", ok);
+    clearTimeout(this.messageTimer);
+    el.textContent = text; el.classList.toggle("ok", ok); el.dataset.kind = kind;
+    if (ok) this.messageTimer = setTimeout(() => { if (el.textContent === text) el.textContent = ""; }, OK_MESSAGE_MS);
+  }
+  succeeded(kind) {
+    const el = this.$("alaya-message");
+    if (el.dataset.kind === kind && !el.classList.contains("ok")) el.textContent = "";
   }
 
   wire() {
@@ -50,7 +63,7 @@ class Studio {
     on("alaya-prompt-form", "submit", (ev) => {
       ev.preventDefault();
       const text = this.$("alaya-prompt").value.trim();
-      if (text) this.send({ type: "prompt", text, transition: this.transition() });
+      if (text && this.send({ type: "prompt", text, transition: this.transition() })) this.showMeaning(text);
     });
     let blendTimer = null;
     on("alaya-blend", "input", () => { clearTimeout(blendTimer); blendTimer = setTimeout(() => this.sendBlend(), 120); });
@@ -91,7 +104,7 @@ window.AlayaStudio = {
     if (window.alayaStudio) return window.alayaStudio;
     const studio = new Studio(root.querySelector("#alaya-studio") || root);
     window.alayaStudio = studio;             // handle for the browser tests and the console
-    studio.start().catch((err) => studio.say(`the studio could not start: ${err.message}`));
+    studio.start().catch((err) => studio.say(`the studio could not start: ${err.message}`, { kind: "source" }));
     return studio;
   },
 };

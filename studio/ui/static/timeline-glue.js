@@ -27,10 +27,19 @@ export const timelineGlue = {
     for (const e of this.config.easings) easing.add(new Option(e, e));
     this.timeline.render();
   },
-  async pullSchedule() {          // a live switch was recorded into the session's schedule: show it
+  // The timeline shows what the session accepted: after a live switch (recorded into its schedule), and once
+  // every schedule sent has been answered (its canonical form, e.g. "Holy Gold" → holy_gold; or, after an
+  // error, the schedule the session kept).
+  async pullSchedule() {
     if (!this.sessionId) return;
-    try { this.timeline.set(await api("GET", `/api/sessions/${this.sessionId}/schedule`), { notify: false }); }
-    catch (err) { this.say(err.message); }
+    try {
+      const doc = await api("GET", `/api/sessions/${this.sessionId}/schedule`);
+      if (!this.pendingSchedules) this.timeline.set(doc, { record: false, notify: false });
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
+  },
+  scheduleSettled() {
+    this.pendingSchedules = Math.max(0, this.pendingSchedules - 1);
+    if (!this.pendingSchedules) this.pullSchedule();
   },
   applySchedule(doc) {
     if (this.$("tl-live").checked) this.send({ type: "schedule", schedule: doc });
@@ -38,8 +47,10 @@ export const timelineGlue = {
   loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
 
   async importText(text) {
-    try { this.timeline.set(await api("POST", "/api/ui/schedule/import", { text })); this.say("schedule imported", true); }
-    catch (err) { this.say(err.message); }
+    try {
+      this.timeline.set(await api("POST", "/api/ui/schedule/import", { text }));
+      this.say("schedule imported", { ok: true, kind: "timeline" });
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
   async exportJson() {
     try {
@@ -48,18 +59,22 @@ export const timelineGlue = {
       a.href = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + "\n"], { type: "application/json" }));
       a.download = "schedule.json"; a.click();
       setTimeout(() => URL.revokeObjectURL(a.href), 1000);
-    } catch (err) { this.say(err.message); }
+      this.succeeded("timeline");
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
+  // One render at a time: the button stays disabled, showing progress, until the job ends; then a download
+  // button (or the error).
   async render() {
     const frames = parseInt(this.$("tl-render-frames").value, 10) || undefined;
     const size = this.hello ? `${this.hello.width}x${this.hello.height}` : this.size;
-    const bar = this.$("tl-render-progress"), status = this.$("tl-render-status"), link = this.$("tl-render-link");
-    link.hidden = true;
+    const button = this.$("tl-render"), bar = this.$("tl-render-progress"), status = this.$("tl-render-status");
+    const link = this.$("tl-render-link");
+    link.hidden = true; button.disabled = true; button.textContent = "Rendering…";
     try {
       let job = await api("POST", "/api/ui/renders", { schedule: this.timeline.doc, source: this.source, frames, size });
       bar.hidden = false;
       while (job.state === "running") {
-        bar.value = job.progress; status.textContent = `rendering ${job.done}/${job.frames}`;
+        bar.value = job.progress; button.textContent = `Rendering ${job.done}/${job.frames}…`;
         await sleep(RENDER_POLL_MS);
         job = await api("GET", `/api/ui/renders/${job.id}`);
       }
@@ -67,7 +82,9 @@ export const timelineGlue = {
       if (job.state !== "done") throw new Error(job.error);
       status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
       link.href = job.download; link.hidden = false;
-    } catch (err) { status.textContent = ""; this.say(err.message); }
+      this.succeeded("render");
+    } catch (err) { status.textContent = ""; bar.hidden = true; this.say(err.message, { kind: "render" }); }
+    finally { button.disabled = false; button.textContent = "Render to MP4"; }
   },
 
   wireTimeline() {
@@ -82,7 +99,8 @@ export const timelineGlue = {
     on("tl-redo", "click", () => tl.redo());
     on("tl-apply", "click", () => this.send({ type: "schedule", schedule: tl.doc }));
     on("tl-eight", "click", async () => {
-      try { tl.set(await api("GET", "/api/ui/schedules/eight_worlds")); } catch (err) { this.say(err.message); }
+      try { tl.set(await api("GET", "/api/ui/schedules/eight_worlds")); }
+      catch (err) { this.say(err.message, { kind: "timeline" }); }
     });
     on("tl-save", "click", () => this.exportJson());
     on("tl-load", "change", async (ev) => {

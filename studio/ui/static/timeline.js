@@ -9,9 +9,10 @@ const LINEAR = Array.from({ length: 17 }, (_, k) => k / 16);
 export function promptName(seg) {
   return seg.prompts.map((p) => p.preset || p.text).join(" + ");
 }
+// What a box's text means is the server's to say (prompt_presets.resolve_prompt: preset names and aliases in
+// any case, else free text): the page sends text and shows the schedule the session accepted.
 export function promptSpec(name) {
-  const t = String(name).trim();
-  return /^[a-z][a-z0-9_]*$/.test(t) ? { preset: t } : { text: t };
+  return { text: String(name).trim() };
 }
 
 export class Timeline {
