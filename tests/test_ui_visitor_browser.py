@@ -178,14 +178,6 @@ def test_the_drive_hint_changes_while_driving(page):
     assert hint.inner_text() == idle
 
 
-def test_the_selection_info_follows_the_selected_block(page):
-    page.click("#tl-eight")
-    wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "eight worlds not loaded")
-    page.click(".tl-block[data-index='3']")
-    wait_until(lambda: "selected #3 at frame 240" in page.locator("#tl-info").inner_text(), 10,
-               lambda: page.locator("#tl-info").inner_text())
-
-
 def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser, server):
     """Every request that is not to the studio is aborted; /player plays with no click."""
     context = browser.new_context()
@@ -213,3 +205,44 @@ def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser
         context.close()
     assert not errors
     assert not outside, outside
+
+
+def record_statuses(page) -> None:
+    page.evaluate("""() => { const s = window.alayaStudio; s.seen = [];
+        if (!s.realOnStatus) { s.realOnStatus = s.onStatus;
+            s.onStatus = function (m) { this.seen.push([m.frame, m.label]); return this.realOnStatus(m); }; } }""")
+
+
+def recent_labels(page, n: int) -> set[str] | None:
+    seen = page.evaluate("window.alayaStudio.seen")
+    return {label for _, label in seen[-n:]} if len(seen) >= n else None
+
+
+def play_upload(page, path) -> None:
+    page.set_input_files("#alaya-upload", str(path))
+    wait_until(lambda: page.evaluate("window.alayaStudio.hello?.source") == f"uploads/{path.name}", 30,
+               lambda: f"the upload did not play: {message(page)!r}")
+    wait_until(lambda: status(page).get("frame", 0) > 2, 30, "the uploaded sequence did not play")
+
+
+def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, server, tmp_path):
+    path = tmp_path / "clip16.npy"
+    np.save(path, np.random.default_rng(4).integers(0, 256, (16, 5, 32, 48, 3), dtype=np.uint8))
+    page = open_studio(browser, server)
+    try:
+        play_upload(page, path)
+        record_statuses(page)
+        page.fill("#alaya-transition", "0")
+        page.click(".alaya-tile[data-preset=volcano]")
+        wait_until(lambda: recent_labels(page, 40) == {"volcano"}, 90,       # two and a half passes
+                   lambda: f"the loop still mixes styles: {page.evaluate('window.alayaStudio.seen.slice(-40)')}")
+        page.fill("#alaya-transition", "16")                                  # as long as the loop itself
+        page.click(".alaya-tile[data-preset=polar]")
+        wait_until(lambda: recent_labels(page, 40) == {"polar"}, 120,
+                   lambda: f"the transition never completed: {page.evaluate('window.alayaStudio.seen.slice(-20)')}")
+        assert [s["prompts"] for s in server_schedule(server, page)["segments"]] == [[{"preset": "polar", "weight": 1.0}]]
+        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 1, 20,
+                   "the timeline does not show the loop's one style")
+        assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
+    finally:
+        page.close()

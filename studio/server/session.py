@@ -81,6 +81,8 @@ class LiveSession:
         self._ended = False
         self._seeks = 0
         self._stop = False
+        self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
+        self._loop_position = 0
         self.last_sent = FrameStatus()
         # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
         # threads always see a complete frame.
@@ -124,6 +126,7 @@ class LiveSession:
                     self._wake.wait(0.1)
                     self._wake.clear()
                     continue
+                self._next_pass_if_wrapped()
                 t0, wall0 = time.perf_counter(), time.time()
                 chunk = self.rollout.next_chunk()
                 self.buffer.note_production(len(chunk), time.perf_counter() - t0)
@@ -313,9 +316,26 @@ class LiveSession:
 
     def _switch(self, conditioning, transition: int, request: str) -> dict:
         frame = self.rollout.frame_index
-        self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
+        length = self._loop_length()
+        if length:                       # the whole loop switches, from the next pass on
+            switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
+            self.rollout.schedule, self._loop_passes = switched.now, switched.passes
+        else:
+            self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
         return {"type": "ack", "request": request, "frame": frame, "transition": transition,
-                "label": conditioning.label()}
+                "label": conditioning.label(), "whole_loop": bool(length)}
+
+    def _loop_length(self) -> int | None:
+        recorded = len(self.rollout.source) if self.rollout.recorded and self.loop_playback else None
+        return timeline.loop_length(self.rollout.schedule, recorded)
+
+    def _next_pass_if_wrapped(self) -> None:
+        length = self._loop_length()
+        position = self.rollout.frame_index % length if length else 0
+        wrapped, self._loop_position = position < self._loop_position, position
+        if wrapped and self._loop_passes:
+            self.rollout.schedule = self._loop_passes.pop(0)       # the last one (the whole loop) then stays
+            self.send({"type": "timeline", "frame": self.rollout.frame_index, "reason": "next pass of the loop"})
 
     def _patch(self, frame: int, conditioning, transition: int) -> dict:
         self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
@@ -328,7 +348,7 @@ class LiveSession:
         except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
             self.errors += 1
             return dc.error_message(exc, "schedule")
-        self.rollout.schedule = schedule
+        self.rollout.schedule, self._loop_passes = schedule, []
         return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
 
     def _set_paused(self, paused: bool) -> dict:

@@ -80,7 +80,10 @@ export const player = {
       case "status": this.onStatus(m); break;
       case "ack":
         this.succeeded(messageKind(m.request));
-        if (SWITCHES.includes(m.request)) { this.preparing = null; this.pullSchedule(); }
+        if (SWITCHES.includes(m.request)) {
+          this.preparing = null; this.pullSchedule();
+          this.timeline.note(m.whole_loop ? `live switch at frame ${m.frame}: the whole loop from the next pass` : "");
+        }
         if (m.request === "schedule") this.scheduleSettled();
         if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");
         break;
@@ -88,6 +91,7 @@ export const player = {
         this.preparing = m.label;
         this.say(`preparing prompt… (${m.label})`, { ok: true, kind: "prompt" });
         break;
+      case "timeline": this.pullSchedule(); break;     // the session moved on, e.g. the next pass of a loop
       case "stats": this.onStats(m); break;
       case "error":
         this.say(m.message, { kind: messageKind(m.request) });

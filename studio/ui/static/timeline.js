@@ -47,6 +47,9 @@ export class Timeline {
     return Math.max(0, Math.min(this.viewFrames - 1, Math.round(((clientX - r.left) / r.width) * this.viewFrames)));
   }
 
+  // a line about the session's timeline shown with the selection info (e.g. how a live switch on a loop plays)
+  note(text) { this.noteText = text; this.onSelect(this.selected, this.segments[this.selected]); }
+
   // ---- document -----------------------------------------------------------------------------------------
   set(doc, { record = true, notify = true } = {}) {
     if (record) {
