@@ -246,3 +246,103 @@ def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, serv
         assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
     finally:
         page.close()
+
+
+def switch_in_turn(page, messages: list[dict]) -> None:
+    """Send each message once the previous one's ack came and a later frame was on screen: live switches a few
+    frames apart, as quick clicks or a slider drag make them."""
+    page.evaluate("""async (messages) => {
+        const s = window.alayaStudio, real = s.onMessage;
+        try {
+            for (const msg of messages) {
+                await new Promise((done) => {
+                    let acked = null;
+                    s.onMessage = function (m) {
+                        real.call(this, m);
+                        if (m.type === "ack" && m.request === msg.type) acked = m.frame;
+                        if (acked !== null && m.type === "status" && m.frame > acked) done();
+                    };
+                    s.send(msg);
+                });
+            }
+        } finally { s.onMessage = real; }
+    }""", messages)
+
+
+def test_quick_switches_and_a_blend_drag_make_one_block(page, server):
+    doc = {"version": 1, "fps": 30, "segments": [{"start": 0, "prompts": [{"preset": "cyberpunk"}]}]}
+    page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
+    wait_until(lambda: len(server_schedule(server, page)["segments"]) == 1, 20, "the timeline did not apply")
+    switch_in_turn(page, [{"type": "preset", "name": name, "transition": 16} for name in ("volcano", "polar", "infrared")])
+    segments = server_schedule(server, page)["segments"]
+    assert len(segments) == 2 and segments[1]["prompts"] == [{"preset": "infrared", "weight": 1.0}], segments
+    switch_in_turn(page, [{"type": "blend", "mode": "linear", "transition": 0,
+                           "prompts": [{"preset": "polar", "weight": 1 - t}, {"preset": "vaporwave", "weight": t}]}
+                          for t in (0.25, 0.5, 0.75)])
+    segments = server_schedule(server, page)["segments"]
+    assert [p["weight"] for p in segments[-1]["prompts"]] == [0.25, 0.75] and len(segments) == 3, segments
+    wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 3, 20,
+               "the timeline does not show the session's blocks")
+
+
+def test_dragging_a_block_pushes_the_blocks_after_it(page, server):
+    page.click("#tl-eight")
+    wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
+    box = page.locator(".tl-block[data-index='3']").bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 40, y, steps=5)
+    page.mouse.up()
+    starts = page.evaluate("window.alayaStudio.timeline.doc.segments.map(s => s.start)")
+    assert starts[3] > 240 and starts[2] == 160
+    assert [b - a for a, b in zip(starts[3:], starts[4:])] == [80] * 4      # no block after it changed length
+    wait_until(lambda: [s["start"] for s in server_schedule(server, page)["segments"]] == starts, 20,
+               "the server's schedule did not follow the drag")
+
+
+def test_loop_on_the_live_engine_explains_itself_and_a_new_source_starts_its_own_timeline(browser, server, tmp_path):
+    page = open_studio(browser, server)
+    try:
+        page.click("#alaya-loop")
+        wait_until(lambda: "does not loop" in message(page), 10, lambda: f"L said nothing: {message(page)!r}")
+        assert not page.evaluate("window.alayaStudio.timeline.doc.loop")
+        assert not server_schedule(server, page).get("loop")
+        page.click("#tl-eight")                                    # a timeline the visitor built: L loops it
+        wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
+        page.click("#alaya-loop")
+        wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the built timeline")
+
+        path = tmp_path / "clip12.npy"
+        np.save(path, np.random.default_rng(6).integers(0, 256, (12, 5, 32, 48, 3), dtype=np.uint8))
+        play_upload(page, path)
+        schedule = server_schedule(server, page)
+        assert len(schedule["segments"]) == 1 and not schedule.get("loop") and "length" not in schedule, schedule
+        page.click("#tl-undo")                                     # the old timeline is one Undo away
+        assert page.evaluate("window.alayaStudio.timeline.doc.length") == 637
+    finally:
+        page.close()
+
+
+def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, server, tmp_path):
+    page = open_studio(browser, server)
+    playhead_in_view = """() => { const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
+        const x = ph.getBoundingClientRect().left - tl.getBoundingClientRect().left;
+        return x >= 0 && x <= tl.clientWidth - 1; }"""
+    try:
+        page.click("#tl-eight")
+        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "no eight worlds")
+        past_the_end = page.evaluate(f"""() => {{ window.alayaStudio.timeline.setPlayhead(700);
+            return ({playhead_in_view})(); }}""")
+        assert past_the_end, "the playhead left the view past the schedule's end"
+
+        path = tmp_path / "half_second.npy"
+        np.save(path, np.random.default_rng(7).integers(0, 256, (15, 5, 32, 48, 3), dtype=np.uint8))
+        play_upload(page, path)
+        assert page.evaluate("window.alayaStudio.timeline.viewFrames") == 15, page.evaluate(
+            "(() => { const t = window.alayaStudio.timeline; return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
+        page.wait_for_function(f"""() => window.alayaStudio.lastStatus?.frame > 7 && ({playhead_in_view})()
+            && document.querySelector('#tl-playhead').getBoundingClientRect().left -
+               document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
+    finally:
+        page.close()

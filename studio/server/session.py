@@ -243,6 +243,7 @@ class LiveSession:
         return {"type": "hello", "protocol": dc.PROTOCOL_VERSION, "session_id": self.id,
                 "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
                 "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
+                "frames": len(self.rollout.source) if self.rollout.recorded else None,
                 "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec}
 
     def handle_message(self, message: str | bytes) -> None:
@@ -321,7 +322,7 @@ class LiveSession:
             switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
             self.rollout.schedule, self._loop_passes = switched.now, switched.passes
         else:
-            self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
+            self.rollout.schedule = timeline.live_switch(self.rollout.schedule, frame, conditioning, transition)
         return {"type": "ack", "request": request, "frame": frame, "transition": transition,
                 "label": conditioning.label(), "whole_loop": bool(length)}
 

@@ -52,6 +52,18 @@ def switch(schedule: Schedule, frame: int, conditioning: Conditioning, transitio
     return schedule.switch_at(frame, conditioning, transition, mode=conditioning.mode)
 
 
+def live_switch(schedule: Schedule, frame: int, conditioning: Conditioning, transition: int) -> Schedule:
+    """A switch made live, coalesced (docs/ui.md): one that lands while the block it falls in is still in its
+    transition, or less than a second after that block began (a slider drag, quick clicks), replaces that
+    block's prompts instead of adding a block; the blend then runs on from where that block began."""
+    if schedule.loop and schedule.length:
+        frame %= schedule.length
+    block = schedule.segment_at(frame)
+    if block.start > 0 and frame - block.start < max(block.transition.frames, round(schedule.fps)):
+        frame = block.start
+    return schedule.switch_at(frame, conditioning, transition, mode=conditioning.mode)
+
+
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
 
 

@@ -28,11 +28,14 @@ async function gatherIce(pc) {
 export const player = {
   async connect(source) {
     this.disconnect();
+    if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
+    this.connectedSource = source;
     this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
     const pc = newPeerConnection(); this.pc = pc;
     pc.addTransceiver("video", { direction: "recvonly" });
     const channel = pc.createDataChannel("control"); this.channel = channel;
-    channel.onmessage = (ev) => this.onMessage(JSON.parse(ev.data));
+    // a closed session's last messages can still arrive: only the current session's count
+    channel.onmessage = (ev) => { if (pc === this.pc) this.onMessage(JSON.parse(ev.data)); };
     // The studio closes the channel when it ends the session; unless the sequence simply ended, start a new
     // session on the same source with the same timeline, so a presenter's screen never stays dead.
     channel.onclose = () => { if (pc === this.pc && !this.sourceEnded) this.reconnectSoon(); };
@@ -76,7 +79,7 @@ export const player = {
 
   onMessage(m) {
     switch (m.type) {
-      case "hello": this.hello = m; break;
+      case "hello": this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); break;
       case "status": this.onStatus(m); break;
       case "ack":
         this.succeeded(messageKind(m.request));

@@ -17,8 +17,15 @@ export const presenter = {
     this.$("alaya-stage").classList.toggle("paused", p);
     if (p) this.$("alaya-ov-fps").textContent = "paused";
   },
+  // Looping is for recorded sources and timelines the visitor built: a live engine has no past to replay, so
+  // there L loops only a timeline built in the editor, and otherwise says why it does nothing.
   toggleLoop() {
     const doc = structuredClone(this.timeline.doc), on = !doc.loop;
+    if (on && this.hello?.live && !this.timelineBuilt) {
+      this.say("the live engine does not loop: build a timeline (Add, Eight worlds, Load…) and L loops that",
+               { kind: "timeline" });
+      return;
+    }
     doc.loop = on;
     if (on && !doc.length) doc.length = this.timeline.viewFrames;
     this.timeline.set(doc);

@@ -9,7 +9,7 @@ export const timelineGlue = {
   buildTimeline() {
     this.timeline = new Timeline(this.$("tl"), {
       presets: this.presets, curves: this.config.easing_curves,
-      onChange: (doc) => { this.applySchedule(doc); this.loopButton(); },
+      onChange: (doc) => { this.timelineBuilt = true; this.applySchedule(doc); this.loopButton(); },
       onSeek: (frame) => this.send({ type: "seek", frame }),
       onSelect: (i, seg) => {
         this.$("tl-seg-prompt").value = promptName(seg);
@@ -44,6 +44,13 @@ export const timelineGlue = {
   },
   applySchedule(doc) {
     if (this.$("tl-live").checked) this.send({ type: "schedule", schedule: doc });
+  },
+  // A new source starts from its own schedule: the style on screen, nothing else (the previous source's
+  // switches are that source's). The old timeline stays one Undo away.
+  freshTimeline() {
+    const preset = this.activePreset || this.presets[0].name, fps = this.timeline.doc.fps || 30;
+    this.timeline.set({ version: 1, fps, segments: [{ start: 0, prompts: [{ preset }] }] }, { notify: false });
+    this.timelineBuilt = false;
   },
   loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
 

@@ -35,11 +35,18 @@ export class Timeline {
 
   // ---- geometry -----------------------------------------------------------------------------------------
   get segments() { return this.doc.segments; }
-  // an open-ended schedule shows its last start plus MIN_VIEW, and grows to keep a live playhead in view
+  // The ruler fits what plays: a looping schedule its length; a schedule with a length that length, growing past
+  // it while the last block holds (so the playhead never leaves the view); an open schedule on a recorded
+  // source the source's length; an open one on a live source its last start plus MIN_VIEW, growing likewise.
   get viewFrames() {
-    const segs = this.segments;
-    return this.doc.length || Math.max(segs[segs.length - 1].start + MIN_VIEW, MIN_VIEW * 2, this.extent);
+    const doc = this.doc, last = this.segments[this.segments.length - 1].start;
+    if (doc.length && doc.loop) return doc.length;
+    if (doc.length) return Math.max(doc.length, this.extent);
+    if (this.sourceFrames) return Math.max(this.sourceFrames, last + 1, this.extent);
+    return Math.max(last + MIN_VIEW, MIN_VIEW * 2, this.extent);
   }
+  // the frames of the recorded source being played (from the session's hello), or null for a live source
+  setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.render(); }
   end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
   x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
   frameAt(clientX) {
@@ -107,13 +114,15 @@ export class Timeline {
   render() {
     const fps = this.doc.fps || 30, view = this.viewFrames, width = this.root.clientWidth || 600;
     // ruler: a labelled tick every `step` seconds, minor ticks at a fifth of it
-    const secs = view / fps, step = [1, 2, 5, 10, 15, 30, 60, 120, 300].find((s) => secs / s <= width / 70) || 600;
+    const secs = view / fps, step = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300].find((s) => secs / s <= width / 70) || 600;
     const ticks = [];
     for (let s = 0; s * fps < view; s += step / 5) {
       const major = Math.abs(s / step - Math.round(s / step)) < 1e-6;
-      const label = major ? s.toFixed(0) + "s" : "";
+      const label = major ? s.toFixed(step < 1 ? 1 : 0) + "s" : "";
       ticks.push(`<div class="tl-tick${major ? "" : " minor"}" style="left:${this.x(s * fps)}px">${label}</div>`);
     }
+    if (this.doc.length && view > this.doc.length)     // past the schedule's end: its last block holds
+      ticks.push(`<div class="tl-end" style="left:${this.x(this.doc.length)}px" title="end of the schedule"></div>`);
     this.ruler.innerHTML = ticks.join("");
     this.lane.innerHTML = "";
     this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
@@ -156,12 +165,15 @@ export class Timeline {
 
   setPlayhead(frame) {
     this.playhead = frame;
-    if (!this.doc.length && frame >= this.viewFrames) { this.extent = frame + MIN_VIEW; this.render(); return; }
+    if (frame >= this.viewFrames && !(this.doc.length && this.doc.loop)) {
+      this.extent = frame + (this.sourceFrames ? 1 : MIN_VIEW); this.render(); return;
+    }
     this.playheadEl.style.left = this.x(frame) + "px";
   }
 
-  // Drag the body: the block moves (start and end, its length kept); the right edge: its end moves;
-  // the ramp knob: its transition length changes.
+  // Drag the body: the block moves, its length kept, and pushes every block after it by as much (none of them
+  // changes length; the block before it ends where it now starts). The right edge: its end moves, pushing
+  // the blocks after it the same way. The ramp knob: its transition length changes.
   startDrag(ev, i, part) {
     if (part === "ramp") return this.dragRamp(ev, i);
     const resize = part === "end";
@@ -171,15 +183,16 @@ export class Timeline {
     const x0 = ev.clientX, start = segs[i].start, end = this.end(i), perPx = this.viewFrames / this.root.clientWidth;
     const hasNext = i + 1 < segs.length;
     const lo = i > 0 ? segs[i - 1].start + 1 : 0;                               // lowest start it may take
-    const hi = i + 2 < segs.length ? segs[i + 2].start - 1 : this.viewFrames - 1; // highest end it may take
+    // push: the blocks after it move by as much, so the last one's start bounds the move
+    const room = this.viewFrames - 1 - segs[segs.length - 1].start;
     let delta = 0;
     const move = (e) => {
       delta = Math.round((e.clientX - x0) * perPx);
       if (resize) {
-        delta = Math.max(start + 1 - end, Math.min(hi - end, delta));
+        delta = Math.max(start + 1 - end, Math.min(hasNext ? room : this.viewFrames - end, delta));
         el.style.width = this.x(end + delta) - this.x(start) + "px";
       } else if (i > 0) {
-        delta = Math.max(lo - start, Math.min(hasNext ? hi - end : hi - start, delta));
+        delta = Math.max(lo - start, Math.min(room, delta));
         el.style.left = this.x(start + delta) + "px";
       } else {
         delta = 0;                                     // the first segment always starts at frame 0
@@ -189,13 +202,8 @@ export class Timeline {
       window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up);
       if (!delta) return;
       this.edit((d) => {
-        if (resize) {
-          if (hasNext) d.segments[i + 1].start = end + delta;
-          else if (d.length) d.length = end + delta;
-        } else {
-          d.segments[i].start = start + delta;
-          if (hasNext) d.segments[i + 1].start = end + delta;
-        }
+        for (let k = resize ? i + 1 : i; k < d.segments.length; k++) d.segments[k].start += delta;
+        if (resize && !hasNext && d.length) d.length = end + delta;
       });
     };
     window.addEventListener("pointermove", move); window.addEventListener("pointerup", up);
