@@ -5,6 +5,10 @@ server open their own."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -346,3 +350,66 @@ def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, serve
                document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
     finally:
         page.close()
+
+
+SERVE_COLD = """
+import sys
+from pathlib import Path
+from studio.server import Settings
+from studio.server.background import BackgroundServer
+from studio.ui import mount_ui
+srv = BackgroundServer(Settings(port=0, warm_text_matching=False))
+mount_ui(srv.app, cache_dir=Path(sys.argv[1]), prewarm_thumbnails=False)
+with srv:
+    print(srv.url, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_the_first_free_text_prompt_never_stalls_the_stream(browser, tmp_path):
+    """A studio in a fresh process whose text matcher is not loaded yet (no warm-up at start): the switch
+    waits for the model while frames go on, and the page says so."""
+    server = subprocess.Popen([sys.executable, "-c", SERVE_COLD, str(tmp_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        url = server.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{url}/?size={SIZE}")
+        wait_until(lambda: status(page).get("frame", 0) > 0, 90, "the video never played")
+        page.evaluate("""() => { const s = window.alayaStudio, real = s.onMessage; s.log = [];
+            s.onMessage = function (m) { this.log.push(m.type === 'ack' ? 'ack:' + m.request : m.type); real.call(this, m); }; }""")
+        text = "molten rock and fire under an ash sky"
+        page.fill("#alaya-transition", "0")
+        page.fill("#alaya-prompt", text)
+        page.press("#alaya-prompt", "Enter")
+        wait_until(lambda: message(page).startswith("preparing prompt…"), 30, lambda: f"said {message(page)!r}")
+        wait_until(lambda: status(page).get("label") == text[:32], 120, "the free text never applied")
+        log = page.evaluate("window.alayaStudio.log")
+        preparing, acked = log.index("preparing"), log.index("ack:prompt")
+        assert "status" in log[preparing:acked], log                # frames kept coming while it prepared
+    finally:
+        server.stdin.close()
+        server.wait(30)
+
+
+def test_the_inspector_overlay_and_charts_stay_readable(page):
+    labels = page.locator(".alaya-inspector-label")
+    assert labels.all_inner_texts() == ["output", "albedo", "depth", "metallic", "normal", "roughness"]
+    assert all(box["height"] >= 12 for box in (labels.nth(k).bounding_box() for k in range(6)))
+    for element in ("#alaya-overlay", "#alaya-drive-hint"):      # a dark backdrop on the brightest styles
+        alpha = page.locator(element).evaluate("e => getComputedStyle(e).backgroundColor")
+        assert alpha.startswith("rgba(0, 0, 0, 0.") and float(alpha.split(",")[-1][:-1]) >= 0.5, (element, alpha)
+    fits = page.evaluate("""() => { const s = window.alayaStudio; s.overlay('a very long free text prompt '.repeat(12),
+            'frame 123', '29.7 fps');
+        const stage = s.$('alaya-stage').getBoundingClientRect(), ov = s.$('alaya-overlay').getBoundingClientRect();
+        return ov.right <= stage.right && ov.height < 30; }""")
+    assert fits, "a long overlay label runs across the picture"
+    page.set_viewport_size({"width": 520, "height": 900})        # narrow: the ms/frame legend wraps
+    try:
+        page.wait_for_function("""() => { const c = window.alayaStudio.charts[2];
+            return c.legendBoxes && c.legendBoxes.length > 2 && c.canvas.width < 500; }""", timeout=30_000)
+        boxes, width = page.evaluate("[window.alayaStudio.charts[2].legendBoxes, window.alayaStudio.charts[2].canvas.width]")
+        assert all(b["x"] + b["width"] <= width for b in boxes), (boxes, width)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, FeedLimits
+from prompt_presets import matching
 from studio.server import feed_routes, routes
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.sessions import SessionManager, StudioFull
@@ -31,6 +32,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     async def lifespan(app: FastAPI):
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
+        if settings.warm_text_matching:
+            matching.warm_up_in_background()
         yield
         await app.state.sessions.close_all()
         await warm

@@ -21,6 +21,7 @@ import av
 
 from alaya_errors import UserError
 from gbuffer.source import LiveSource
+from prompt_presets.matching import when_matching_ready
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
 from webrtc import protocol as dc
@@ -268,7 +269,13 @@ class LiveSession:
     @handles("prompt", "preset", "blend")
     def _on_switch_now(self, msg) -> None:
         conditioning = timeline.conditioning_from_message(msg)
-        self.submit(lambda: self._switch(conditioning, msg.transition, msg.type))
+        command = lambda: self._switch(conditioning, msg.transition, msg.type)  # noqa: E731
+        if timeline.needs_text_matching(conditioning):
+            # the text-matching model is still loading: frames go on in the current style meanwhile
+            self.send({"type": "preparing", "request": msg.type, "label": conditioning.label()})
+            when_matching_ready(lambda: self.submit(command))
+        else:
+            self.submit(command)
 
     @handles("switch")
     def _on_switch_at(self, msg) -> None:

@@ -27,6 +27,7 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    warm_text_matching: bool = True   # load the free-text matcher at start, not on the first free-text prompt
 
     @property
     def loopback(self) -> bool:

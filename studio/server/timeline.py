@@ -8,6 +8,7 @@ from typing import Any
 
 from gbuffer.input import PlayerInput
 from prompt_presets import Conditioning, resolve_prompt
+from prompt_presets.matching import matching_ready
 from studio.schedule import Schedule, ScheduleError, schedule_from_value
 from webrtc import protocol as dc
 
@@ -37,6 +38,11 @@ def conditioning_from_message(msg) -> Conditioning:
         preset = get_preset(msg.name)
         return Conditioning((resolve_prompt(preset.name),))
     return conditioning_from_specs(msg.prompts, msg.mode)
+
+
+def needs_text_matching(conditioning: Conditioning) -> bool:
+    """Free text is rendered through the preset matcher, which may still be loading its model."""
+    return any(p.preset is None for p in conditioning.prompts) and not matching_ready()
 
 
 def schedule_from_message(msg: dc.SetSchedule) -> Schedule:

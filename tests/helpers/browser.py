@@ -31,7 +31,7 @@ def frames_decoded(page) -> int:
 
 
 def status(page) -> dict:
-    return page.evaluate("window.alayaStudio.lastStatus") or {}
+    return page.evaluate("window.alayaStudio?.lastStatus") or {}
 
 
 def server_schedule(server, page) -> dict:
