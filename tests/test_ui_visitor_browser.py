@@ -413,3 +413,11 @@ def test_the_inspector_overlay_and_charts_stay_readable(page):
         assert all(b["x"] + b["width"] <= width for b in boxes), (boxes, width)
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_the_timeline_info_follows_the_frame_on_screen(page):
+    now = page.locator("#tl-now")
+    first = wait_until(lambda: now.inner_text(), 20, "no current frame shown")
+    wait_until(lambda: now.inner_text() not in ("", first), 20, "the timeline info never updates")
+    assert now.inner_text().startswith("· now frame ") and ", block #" in now.inner_text()
+    assert "starts at frame" in page.locator("#tl-info").inner_text()

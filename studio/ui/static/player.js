@@ -115,7 +115,9 @@ export const player = {
     this.$("alaya-status").textContent =
       `session ${this.sessionId} · ${this.source} · frame ${m.frame} · ${m.fps.toFixed(1)}/${m.target_fps} fps` +
       ` · latency ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;
-    this.timeline.setPlayhead(doc.loop && doc.length ? m.frame % doc.length : m.frame);
+    const at = doc.loop && doc.length ? m.frame % doc.length : m.frame;
+    this.timeline.setPlayhead(at);
+    this.$("tl-now").textContent = `· now frame ${at}, block #${this.timeline.blockAt(at)}`;
     const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
     this.markActive(top && top.preset);
     this.chartStatus(m);

@@ -19,7 +19,7 @@ export const timelineGlue = {
         const doc = this.timeline.doc;
         const span = doc.length ? `${doc.length} frames` : "open-ended";
         this.$("tl-info").textContent = `${doc.segments.length} segments · ${span} · ${doc.fps} fps` +
-          `${doc.loop ? " · loop" : ""} · selected #${i} at frame ${seg.start}` +
+          `${doc.loop ? " · loop" : ""} · selected #${i}, starts at frame ${seg.start}` +
           (this.timeline.noteText ? ` · ${this.timeline.noteText}` : "");
         this.loopButton();
       },

@@ -47,6 +47,7 @@ export class Timeline {
   }
   // the frames of the recorded source being played (from the session's hello), or null for a live source
   setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.render(); }
+  blockAt(frame) { let k = 0; while (k + 1 < this.segments.length && this.segments[k + 1].start <= frame) k++; return k; }
   end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
   x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
   frameAt(clientX) {
