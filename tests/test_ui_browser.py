@@ -14,31 +14,11 @@ import httpx
 import numpy as np
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, chromium, frames_decoded, open_studio, server_schedule,
-                             status, studio_with_ui, wait_until)
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, frames_decoded, page, server,  # noqa: F401
+                             server_schedule, status, wait_until)
 from studio.schedule import load_schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=3) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture(scope="module")
-def page(browser, server):
-    """One studio page for the module's tests, in order (each leaves the session playing)."""
-    page = open_studio(browser, server)
-    yield page
-    page.close()
 
 
 @pytest.fixture(scope="module")

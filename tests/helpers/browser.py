@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -70,3 +71,24 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+# Module-scoped fixtures for a browser test file (import them by name): one studio, one Chromium, and one studio
+# page that the module's tests share, in order (each leaves the session playing).
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=4) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    page = open_studio(browser, server)
+    yield page
+    page.close()
