@@ -259,7 +259,8 @@ def switch_in_turn(page, messages: list[dict]) -> None:
         const s = window.alayaStudio, real = s.onMessage;
         try {
             for (const msg of messages) {
-                await new Promise((done) => {
+                await new Promise((done, fail) => {
+                    setTimeout(() => fail(new Error(`no ack and later frame for ${JSON.stringify(msg)}`)), 60000);
                     let acked = null;
                     s.onMessage = function (m) {
                         real.call(this, m);
