@@ -12,30 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, chromium, open_studio, server_schedule, status,
-                             studio_with_ui, wait_until)
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, open_studio, page, server,  # noqa: F401
+                             server_schedule, status, wait_until)
 from studio.schedule import Schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=4) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture(scope="module")
-def page(browser, server):
-    page = open_studio(browser, server)
-    yield page
-    page.close()
 
 
 def message(page) -> str:
@@ -45,6 +26,14 @@ def message(page) -> str:
 def weight_of(conditioning, preset: str) -> float:
     total = sum(p.weight for p in conditioning.prompts)
     return sum(p.weight for p in conditioning.prompts if p.preset == preset) / total
+
+
+def settled(page) -> None:
+    """Wait until the session answered every schedule the page sent and the page shows the session's own."""
+    page.wait_for_function("""async () => { const s = window.alayaStudio;
+        if (s.pendingSchedules) return false;
+        const doc = await (await fetch(`/api/sessions/${s.sessionId}/schedule`)).json();
+        return JSON.stringify(doc) === JSON.stringify(s.timeline.doc); }""", timeout=30_000)
 
 
 def test_the_drawn_ramp_is_the_schedules_own_curve(page):
@@ -138,6 +127,7 @@ def test_every_box_resolves_prompt_text_the_same_way_and_the_timeline_shows_what
                                                  {"start": 60, "prompts": [{"preset": "polar"}]}]}
     page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
     wait_until(lambda: len(server_schedule(server, page)["segments"]) == 2, 20, "the timeline did not apply")
+    settled(page)
     timeline_prompts = "window.alayaStudio.timeline.doc.segments[1].prompts"
     for typed, preset in (("lava", "volcano"), ("Holy Gold", "holy_gold")):
         page.click(".tl-block[data-index='1']")
@@ -293,7 +283,8 @@ def test_quick_switches_and_a_blend_drag_make_one_block(page, server):
 def test_dragging_a_block_pushes_the_blocks_after_it(page, server):
     page.click("#tl-eight")
     wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
-    box = page.locator(".tl-block[data-index='3']").bounding_box()
+    settled(page)
+    box = wait_until(lambda: page.locator(".tl-block[data-index='3']").bounding_box(), 10, "no block 3")
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page.mouse.move(x, y)
     page.mouse.down()

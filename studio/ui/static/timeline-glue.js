@@ -12,10 +12,16 @@ export const timelineGlue = {
       onChange: (doc) => { this.timelineBuilt = true; this.applySchedule(doc); this.loopButton(); },
       onSeek: (frame) => this.send({ type: "seek", frame }),
       onSelect: (i, seg) => {
-        this.$("tl-seg-prompt").value = promptName(seg);
-        const t = seg.transition || { kind: "cut" };
-        this.$("tl-seg-kind").value = t.kind; this.$("tl-seg-frames").value = t.frames || 0;
-        this.$("tl-seg-easing").value = t.easing || "linear";
+        // the Selected row is refilled only when the selection or its segment changed: a redraw (a pulled
+        // schedule, a resize) must not overwrite what the visitor is typing there
+        const shown = JSON.stringify([i, seg]);
+        if (shown !== this.selectedShown) {
+          this.selectedShown = shown;
+          this.$("tl-seg-prompt").value = promptName(seg);
+          const t = seg.transition || { kind: "cut" };
+          this.$("tl-seg-kind").value = t.kind; this.$("tl-seg-frames").value = t.frames || 0;
+          this.$("tl-seg-easing").value = t.easing || "linear";
+        }
         const doc = this.timeline.doc;
         const span = doc.length ? `${doc.length} frames` : "open-ended";
         this.$("tl-info").textContent = `${doc.segments.length} segments · ${span} · ${doc.fps} fps` +
@@ -35,7 +41,8 @@ export const timelineGlue = {
     if (!this.sessionId) return;
     try {
       const doc = await api("GET", `/api/sessions/${this.sessionId}/schedule`);
-      if (!this.pendingSchedules) this.timeline.set(doc, { record: false, notify: false });
+      if (!this.pendingSchedules && JSON.stringify(doc) !== JSON.stringify(this.timeline.doc))
+        this.timeline.set(doc, { record: false, notify: false });
     } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
   scheduleSettled() {
