@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
@@ -46,14 +47,38 @@ def matching_backend() -> str:
 
 def warm_up_in_background() -> threading.Thread:
     """Load the model and embed the presets in a daemon thread, so that the first free-text prompt a live
-    server meets does not stall its render worker for seconds. Safe to call more than once."""
+    server meets does not stall its render worker for seconds. Safe to call more than once (one warm-up)."""
     def run() -> None:
-        if _embedder() is not None:
-            nearest_presets("warm up")
+        try:
+            if _embedder() is not None:
+                nearest_presets("warm up")
+        finally:
+            _ready.set()
 
-    thread = threading.Thread(target=run, name="preset-matching-warm-up", daemon=True)
-    thread.start()
-    return thread
+    with _lock:
+        if "warm-up" not in _threads:
+            _threads["warm-up"] = threading.Thread(target=run, name="preset-matching-warm-up", daemon=True)
+            _threads["warm-up"].start()
+        return _threads["warm-up"]
+
+
+def matching_ready() -> bool:
+    """True once free text can be matched without loading anything (the warm-up finished)."""
+    return _ready.is_set()
+
+
+def when_matching_ready(callback: Callable[[], None]) -> None:
+    """Call `callback` now if matching is ready, else (from a daemon thread) once the warm-up, started here if
+    nobody started it, has finished."""
+    if _ready.is_set():
+        callback()
+        return
+    warm_up_in_background()
+
+    def wait() -> None:
+        _ready.wait()
+        callback()
+    threading.Thread(target=wait, name="preset-matching-wait", daemon=True).start()
 
 
 @lru_cache(maxsize=512)
@@ -110,6 +135,8 @@ class _MiniLM:
 
 _lock = threading.Lock()
 _state: dict[str, _MiniLM | None] = {}
+_threads: dict[str, threading.Thread] = {}
+_ready = threading.Event()          # set when the warm-up has loaded the model (or found it unavailable)
 
 
 def _embedder() -> _MiniLM | None:

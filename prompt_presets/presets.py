@@ -1,6 +1,7 @@
 """The style presets: loaded from the JSON data files in `prompt_presets/data/`, validated at load.
 
-A data file is `{"version": 1, "presets": [{name, title, family, color, keywords, prompt, reference}, ...]}`.
+A data file is `{"version": 1, "presets": [{name, title, family, color, keywords, aliases, prompt, reference}, ...]}`;
+`aliases` are other names for the preset ('lava' → volcano), matched like names.
 Presets are ordered by family (the report's "flash" styles, then the original "alayarenderer" list), then by
 their position in the file. See docs/presets.md.
 """
@@ -56,6 +57,7 @@ class Preset(BaseModel):
     reference: ReferenceParams = ReferenceParams()
     # for matching free text when no sentence-embedding model is available
     keywords: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = Field((), description="other names, matched like names ('lava' for volcano)")
 
     @field_validator("name")
     @classmethod
@@ -85,6 +87,13 @@ class Preset(BaseModel):
             raise ValueError("keywords must be a list of non-empty strings")
         return tuple(k.strip().lower() for k in keywords)
 
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _alias_list(cls, aliases: Any) -> tuple[str, ...]:
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+            raise ValueError("aliases must be a list of non-empty strings")
+        return tuple(normalize_name(a) for a in aliases)
+
 
 class PresetFile(BaseModel):
     """A data file: `{"version": 1, "presets": [...]}`."""
@@ -110,10 +119,17 @@ def normalize_name(name: str) -> str:
 
 
 def find_preset(name: str) -> Preset | None:
-    """The preset called `name` (case-insensitive, '-' or ' ' for '_'), or None."""
+    """The preset called `name` or one of its aliases (case-insensitive, '-' or ' ' for '_'), or None.
+    The one rule for "is this text a preset?": every prompt box, schedule and message goes through it."""
     if not isinstance(name, str):
         return None
-    return load_presets().get(normalize_name(name))
+    key = normalize_name(name)
+    return load_presets().get(key) or _aliases(DATA_DIR).get(key)
+
+
+@lru_cache(maxsize=8)
+def _aliases(directory: Path) -> dict[str, Preset]:
+    return {alias: p for p in _load(directory).values() for alias in p.aliases}
 
 
 def get_preset(name: str) -> Preset:
@@ -139,6 +155,10 @@ def _load(directory: Path) -> dict[str, Preset]:
                                   str(path))
             seen[preset.name] = path
             presets.append(preset)
+    for preset in presets:
+        for alias in preset.aliases:
+            if alias in seen:
+                raise PresetError(f"alias {alias!r} of {preset.name!r} names another preset", str(seen[preset.name]))
     presets.sort(key=lambda p: FAMILIES.index(p.family))  # stable: keeps file order within a family
     return {p.name: p for p in presets}
 

@@ -14,46 +14,11 @@ import httpx
 import numpy as np
 import pytest
 
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, frames_decoded, page, server,  # noqa: F401
+                             server_schedule, status, wait_until)
 from studio.schedule import load_schedule
-from studio.server import Settings
-from studio.server.background import BackgroundServer
-from studio.ui import mount_ui
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--autoplay-policy=no-user-gesture-required"]
-SIZE = "320x176"                    # small: two busy CPU cores render and encode the stream
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = BackgroundServer(Settings(port=0, max_sessions=3))
-    mount_ui(srv.app, cache_dir=tmp_path_factory.mktemp("ui-cache"), upload_limit=4_000_000,
-             prewarm_thumbnails=False)
-    with srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def page(browser, server):
-    """One studio page for the module's tests, in order (each leaves the session playing)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{server.url}/?size={SIZE}")
-    wait_until(lambda: frames_decoded(page) > 0, 60, "the video never played")
-    yield page
-    page.close()
+pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +35,6 @@ def shots(tmp_path_factory):
     return shot
 
 
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:g} s: {what() if callable(what) else what}")
-
-
-def frames_decoded(page) -> int:
-    return page.evaluate("document.querySelector('#alaya-video')?.getVideoPlaybackQuality().totalVideoFrames || 0")
-
-
 def picture_mean(page) -> list[float]:
     """Mean RGB of the frame the video element shows now."""
     return page.evaluate("""() => {
@@ -94,15 +45,6 @@ def picture_mean(page) -> list[float]:
         for (let i = 0; i < d.length; i += 4) { m[0] += d[i]; m[1] += d[i + 1]; m[2] += d[i + 2]; }
         return m.map((s) => s / (d.length / 4));
     }""")
-
-
-def status(page) -> dict:
-    return page.evaluate("window.alayaStudio.lastStatus") or {}
-
-
-def server_schedule(server, page) -> dict:
-    sid = page.evaluate("window.alayaStudio.sessionId")
-    return httpx.get(f"{server.url}/api/sessions/{sid}/schedule").json()
 
 
 def inspector(server, page) -> dict | None:

@@ -196,3 +196,31 @@ def test_a_connected_external_engine_is_offered_as_a_source(tmp_path):
     with server, FeedClient(f"{server.ws_url}/api/engine/feed", name="kart2", width=64, height=48, fps=30):
         choices = httpx.get(f"{server.url}/api/ui/sources").json()
     assert {"id": "feed:kart2", "title": "External engine kart2 (64x48)", "kind": "feed"} in choices
+
+
+def test_config_serves_the_easing_curves_the_schedule_renders(client):
+    from studio.schedule.easing import EASINGS
+
+    curves = client.get("/api/ui/config").json()["easing_curves"]
+    assert set(curves) == set(EASINGS)
+    for name, points in curves.items():
+        assert points == pytest.approx([EASINGS[name](k / 16) for k in range(17)], abs=1e-6)
+
+
+def test_prompt_text_means_the_same_preset_everywhere(client):
+    assert client.get("/api/ui/prompt", params={"text": "LAVA"}).json()["preset"] == "volcano"
+    assert client.get("/api/ui/prompt", params={"text": "Holy Gold"}).json()["maps_to"] == [["holy_gold", 1.0]]
+    free = client.get("/api/ui/prompt", params={"text": "molten rock under an ash sky"}).json()
+    assert free["preset"] is None and abs(sum(w for _, w in free["maps_to"]) - 1) < 0.01
+    assert client.get("/api/ui/prompt", params={"text": ""}).status_code == 422
+    bad = client.post("/api/ui/schedule/validate", json={"version": 1, "segments": [
+        {"start": 0, "prompts": [{"text": "Holy Gold"}]}]}).json()
+    assert bad["segments"][0]["prompts"] == [{"preset": "holy_gold", "weight": 1.0}]
+
+
+def test_docs_and_favicon_are_served_from_the_package(client):
+    page = client.get("/docs").text
+    assert "/docs-assets/swagger-ui-bundle.js" in page and "cdn" not in page
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")

@@ -16,16 +16,27 @@ from gbuffer.formats.common import DEFAULT_FPS, atomic_path, check_fps, check_sa
 from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
 from gbuffer.source import RecordedSource
 
+NPY_MAGIC = b"\x93NUMPY"
+EXPECTED = f"a uint8 array (T, {NUM_CHANNELS}, H, W, 3)"
+
 
 def load_window(path: Path) -> np.memmap:
     """Memory-map one window and check it is uint8 (T, 5, H, W, 3) with T >= 1."""
     where = str(path)
     if not path.is_file():
         raise GBufferError("file not found", where)
+    with open(path, "rb") as f:
+        magic = f.read(len(NPY_MAGIC))
+    # Without the .npy magic numpy treats the bytes as a pickle and its error advises loading them unsafely:
+    # say what the file is not instead, and never pass that advice on.
+    if magic != NPY_MAGIC and magic[:2] != b"PK":
+        raise GBufferError(f"not a G-buffer window (expected {EXPECTED})", where)
     try:
         window = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - a corrupt header raises whatever numpy's ast/tokenize parse raises
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "pickle" in reason:
+            reason = f"expected {EXPECTED}"
         raise GBufferError(f"not a readable .npy file (truncated or corrupt?): {reason}", where) from None
     if not isinstance(window, np.ndarray):
         raise GBufferError("is an .npz archive, expected a single .npy array", where)

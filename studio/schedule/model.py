@@ -51,8 +51,11 @@ class PromptSpec(_Frozen):
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, str):                     # "cyberpunk" → the preset; other text stays text
-            prompt = resolve_prompt(data) if data.strip() else None
-            return {"preset": prompt.preset} if prompt and prompt.preset else {"text": data}
+            data = {"text": data}
+        if isinstance(data, dict) and "preset" not in data and isinstance(data.get("text"), str) and data["text"].strip():
+            prompt = resolve_prompt(data["text"])     # the one resolver: {"text": "Holy Gold"} is holy_gold
+            if prompt.preset:
+                data = {**{k: v for k, v in data.items() if k != "text"}, "preset": prompt.preset}
         return data
 
     @field_validator("text")

@@ -12,10 +12,12 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 
 from alaya_errors import UserError, describe_error, location
-from studio import __version__
 from gbuffer.feed import FeedHub, FeedLimits
+from prompt_presets import matching
+from studio import __version__
 from studio.server import feed_routes, routes
 from studio.server.metrics import StudioMetrics
+from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
@@ -35,13 +37,15 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
+        if settings.warm_text_matching:
+            matching.warm_up_in_background()
         yield
         if osc is not None:
             osc.close()
         await app.state.sessions.close_all()
         await warm
 
-    app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
     app.state.settings = settings
     app.state.feeds = FeedHub(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps))
@@ -50,6 +54,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     app.state.sessions.observer = app.state.metrics.observer
     app.include_router(routes.router)
     app.include_router(feed_routes.router)
+    mount_offline_docs(app)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 

@@ -22,6 +22,7 @@ import av
 
 from alaya_errors import UserError
 from gbuffer.source import LiveSource
+from prompt_presets.matching import when_matching_ready
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
 from studio.server.metrics import SessionObserver
@@ -89,6 +90,8 @@ class LiveSession:
         self._ended = False
         self._seeks = 0
         self._stop = False
+        self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
+        self._loop_position = 0
         self.last_sent = FrameStatus()
         # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
         # threads always see a complete frame.
@@ -137,6 +140,7 @@ class LiveSession:
                     self._wake.wait(0.1)
                     self._wake.clear()
                     continue
+                self._next_pass_if_wrapped()
                 t0, wall0 = time.perf_counter(), time.time()
                 chunk = self.rollout.next_chunk()
                 rendered_s = time.perf_counter() - t0
@@ -266,6 +270,7 @@ class LiveSession:
         return {"type": "hello", "protocol": dc.PROTOCOL_VERSION, "session_id": self.id,
                 "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
                 "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
+                "frames": len(self.rollout.source) if self.rollout.recorded else None,
                 "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec}
 
     def handle_message(self, message: str | bytes) -> None:
@@ -295,7 +300,13 @@ class LiveSession:
     @handles("prompt", "preset", "blend")
     def _on_switch_now(self, msg) -> None:
         conditioning = timeline.conditioning_from_message(msg)
-        self.submit(lambda: self._switch(conditioning, msg.transition, msg.type))
+        command = lambda: self._switch(conditioning, msg.transition, msg.type)  # noqa: E731
+        if timeline.needs_text_matching(conditioning):
+            # the text-matching model is still loading: frames go on in the current style meanwhile
+            self.send({"type": "preparing", "request": msg.type, "label": conditioning.label()})
+            when_matching_ready(lambda: self.submit(command))
+        else:
+            self.submit(command)
 
     @handles("switch")
     def _on_switch_at(self, msg) -> None:
@@ -306,7 +317,7 @@ class LiveSession:
     def _on_schedule(self, msg) -> None:
         # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
         # evaluate, which on the event loop would freeze every session's video and signalling
-        self.submit(lambda: self._replace_schedule(timeline.schedule_from_message(msg)))
+        self.submit(lambda: self._replace_schedule(msg))
 
     @handles("play", "pause")
     def _on_play_pause(self, msg) -> None:
@@ -387,17 +398,39 @@ class LiveSession:
 
     def _switch(self, conditioning, transition: int, request: str) -> dict:
         frame = self.rollout.frame_index
-        self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
+        length = self._loop_length()
+        if length:                       # the whole loop switches, from the next pass on
+            switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
+            self.rollout.schedule, self._loop_passes = switched.now, switched.passes
+        else:
+            self.rollout.schedule = timeline.live_switch(self.rollout.schedule, frame, conditioning, transition)
         return {"type": "ack", "request": request, "frame": frame, "transition": transition,
-                "label": conditioning.label()}
+                "label": conditioning.label(), "whole_loop": bool(length)}
+
+    def _loop_length(self) -> int | None:
+        recorded = len(self.rollout.source) if self.rollout.recorded and self.loop_playback else None
+        return timeline.loop_length(self.rollout.schedule, recorded)
+
+    def _next_pass_if_wrapped(self) -> None:
+        length = self._loop_length()
+        position = self.rollout.frame_index % length if length else 0
+        wrapped, self._loop_position = position < self._loop_position, position
+        if wrapped and self._loop_passes:
+            self.rollout.schedule = self._loop_passes.pop(0)       # the last one (the whole loop) then stays
+            self.send({"type": "timeline", "frame": self.rollout.frame_index, "reason": "next pass of the loop"})
 
     def _patch(self, frame: int, conditioning, transition: int) -> dict:
         self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
         return {"type": "ack", "request": "switch", "frame": frame, "transition": transition,
                 "label": conditioning.label()}
 
-    def _replace_schedule(self, schedule) -> dict:
-        self.rollout.schedule = schedule
+    def _replace_schedule(self, msg) -> dict:
+        try:
+            schedule = timeline.schedule_from_message(msg)
+        except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
+            self.errors += 1
+            return dc.error_message(exc, "schedule")
+        self.rollout.schedule, self._loop_passes = schedule, []
         return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
 
     def _set_paused(self, paused: bool) -> dict:

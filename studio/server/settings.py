@@ -27,6 +27,7 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    warm_text_matching: bool = True   # load the free-text matcher at start, not on the first free-text prompt
     takes_dir: Path | None = None     # where takes are recorded; default: DATA_DIR/takes, else ./takes
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off
     osc_host: str = "127.0.0.1"

@@ -8,14 +8,15 @@ from importlib.resources import files
 import gradio as gr
 
 STATIC_URL = "/ui/static"           # where mount_ui serves static/
-SCRIPTS = ("charts.js", "timeline.js", "studio.js")
-# js_on_load runs when the component's markup is in the page; the scripts may still be loading then.
+ENTRY = "studio.js"                # an ES module: it imports the page's other modules (no build step)
+# js_on_load runs when the component's markup is in the page; the modules may still be loading then.
 START_JS = "const go = () => window.AlayaStudio ? window.AlayaStudio.start(element) : setTimeout(go, 30); go();"
 
 
 def head_html() -> str:
-    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">']
-    links += [f'<script src="{STATIC_URL}/{name}"></script>' for name in SCRIPTS]
+    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">',
+             '<link rel="icon" href="/favicon.ico" type="image/svg+xml">']     # served by the studio server
+    links.append(f'<script type="module" src="{STATIC_URL}/{ENTRY}"></script>')
     return "\n".join(links)
 
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 
 from gbuffer.formats.sequence import input_kind
 from gbuffer.frame import GBufferError
-from prompt_presets import load_presets
+from prompt_presets import Conditioning, load_presets, resolve_prompt
 from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from studio.schedule.easing import EASINGS
 from studio.server.models import ErrorBody, SessionOptions
@@ -27,6 +27,7 @@ from studio.ui.uploads import UPLOAD_FOLDER, UploadError, save_upload
 router = APIRouter(prefix="/api/ui", tags=["studio ui"])
 ERRORS = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
 DEFAULT_UPLOAD_LIMIT = 256 * 2**20
+RAMP_SAMPLES = 16                   # points per easing curve the timeline draws
 INSPECTOR_WAIT_S = 3.0              # the first request installs the frame tap, then waits for the next chunk
 
 
@@ -120,12 +121,35 @@ async def upload(name: str, request: Request) -> UploadResult:
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
 
 
+# ---- prompts ----------------------------------------------------------------------------------------------
+
+class PromptMeaning(BaseModel):
+    text: str
+    preset: str | None = Field(description="the preset the text names (its name or an alias, any case), if any")
+    maps_to: list[tuple[str, float]] = Field(description="(preset, weight) the reference renderer renders it as")
+
+
+@router.get("/prompt", response_model=PromptMeaning, responses=ERRORS)
+def prompt_meaning(text: str = Query(min_length=1, max_length=2000)) -> PromptMeaning:
+    """What a prompt box's text means, by the one resolver every box uses (`prompt_presets.resolve_prompt`)."""
+    from renderer.reference.style import prompt_blend
+
+    prompt = resolve_prompt(text)
+    blend = sorted(prompt_blend(Conditioning((prompt,))), key=lambda nw: -nw[1])
+    return PromptMeaning(text=text, preset=prompt.preset, maps_to=[(n, round(w, 3)) for n, w in blend])
+
+
 # ---- page configuration and schedules -------------------------------------------------------------------
 
 @router.get("/config")
 def config(request: Request) -> dict:
-    """What the page's controls offer: easing names, built-in schedules, the upload limit."""
-    return {"easings": list(EASINGS), "schedules": builtin_names(), "upload_limit": _ui(request).upload_limit}
+    """What the page's controls offer: easing names and their curves, built-in schedules, the upload limit.
+
+    `easing_curves` holds each curve's weights at t = 0, 1/n … 1 (n = RAMP_SAMPLES), from the very functions
+    the schedule renders with: the timeline draws these points, so no curve is defined twice."""
+    curves = {name: [round(f(k / RAMP_SAMPLES), 6) for k in range(RAMP_SAMPLES + 1)] for name, f in EASINGS.items()}
+    return {"easings": list(EASINGS), "easing_curves": curves, "schedules": builtin_names(),
+            "upload_limit": _ui(request).upload_limit}
 
 
 @router.get("/schedules/{name}", responses=ERRORS)

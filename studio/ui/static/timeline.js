@@ -1,250 +1,254 @@
 // Timeline editor: one lane of prompt segments over a frame ruler, editing a Schedule JSON document
 // (studio/schedule/model.py; docs/schedule.md). The document is the single state: every edit produces a new
 // document, pushed on the undo stack and handed to `onChange` (which applies it to the live session).
-(function () {
-  "use strict";
-  const clone = (x) => JSON.parse(JSON.stringify(x));
-  const MIN_VIEW = 300;          // frames shown for an open-ended schedule beyond its last start
-  const MAX_UNDO = 200;
+const clone = (x) => JSON.parse(JSON.stringify(x));
+const MIN_VIEW = 300;          // frames shown for an open-ended schedule beyond its last start
+const MAX_UNDO = 200;
+const LINEAR = Array.from({ length: 17 }, (_, k) => k / 16);
 
-  function promptName(seg) {
-    return seg.prompts.map((p) => p.preset || p.text).join(" + ");
+export function promptName(seg) {
+  return seg.prompts.map((p) => p.preset || p.text).join(" + ");
+}
+// What a box's text means is the server's to say (prompt_presets.resolve_prompt: preset names and aliases in
+// any case, else free text): the page sends text and shows the schedule the session accepted.
+export function promptSpec(name) {
+  return { text: String(name).trim() };
+}
+
+export class Timeline {
+  // `curves`: easing name → its weights at 0, 1/n … 1, sampled by the server from the curves it renders
+  // (GET /api/ui/config), so the ramp drawn is the ramp rendered.
+  constructor(root, { presets, curves, onChange, onSeek, onSelect }) {
+    this.root = root;
+    this.curves = curves || {};
+    this.ruler = root.querySelector(".tl-ruler");
+    this.lane = root.querySelector(".tl-lane");
+    this.playheadEl = root.querySelector(".tl-playhead");
+    this.colors = Object.fromEntries(presets.map((p) => [p.name, p.color]));
+    this.onChange = onChange; this.onSeek = onSeek; this.onSelect = onSelect || (() => {});
+    this.undoStack = []; this.redoStack = [];
+    this.selected = 0; this.playhead = 0; this.extent = 0;
+    this.doc = { version: 1, fps: 30, segments: [{ start: 0, prompts: [{ preset: presets[0].name }] }] };
+    this.ruler.addEventListener("pointerdown", (ev) => this.onSeek(this.frameAt(ev.clientX)));
+    new ResizeObserver(() => this.render()).observe(root);
   }
-  function promptSpec(name) {
-    const t = String(name).trim();
-    return /^[a-z][a-z0-9_]*$/.test(t) ? { preset: t } : { text: t };
+
+  // ---- geometry -----------------------------------------------------------------------------------------
+  get segments() { return this.doc.segments; }
+  // The ruler fits what plays: a looping schedule its length; a schedule with a length that length, growing past
+  // it while the last block holds (so the playhead never leaves the view); an open schedule on a recorded
+  // source the source's length; an open one on a live source its last start plus MIN_VIEW, growing likewise.
+  get viewFrames() {
+    const doc = this.doc, last = this.segments[this.segments.length - 1].start;
+    if (doc.length && doc.loop) return doc.length;
+    if (doc.length) return Math.max(doc.length, this.extent);
+    if (this.sourceFrames) return Math.max(this.sourceFrames, last + 1, this.extent);
+    return Math.max(last + MIN_VIEW, MIN_VIEW * 2, this.extent);
+  }
+  // the frames of the recorded source being played (from the session's hello), or null for a live source
+  setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.render(); }
+  blockAt(frame) { let k = 0; while (k + 1 < this.segments.length && this.segments[k + 1].start <= frame) k++; return k; }
+  end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
+  x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
+  frameAt(clientX) {
+    const r = this.root.getBoundingClientRect();
+    return Math.max(0, Math.min(this.viewFrames - 1, Math.round(((clientX - r.left) / r.width) * this.viewFrames)));
   }
 
-  class Timeline {
-    constructor(root, { presets, onChange, onSeek, onSelect }) {
-      this.root = root;
-      this.ruler = root.querySelector(".tl-ruler");
-      this.lane = root.querySelector(".tl-lane");
-      this.playheadEl = root.querySelector(".tl-playhead");
-      this.colors = Object.fromEntries(presets.map((p) => [p.name, p.color]));
-      this.onChange = onChange; this.onSeek = onSeek; this.onSelect = onSelect || (() => {});
-      this.undoStack = []; this.redoStack = [];
-      this.selected = 0; this.playhead = 0; this.extent = 0;
-      this.doc = { version: 1, fps: 30, segments: [{ start: 0, prompts: [{ preset: presets[0].name }] }] };
-      this.ruler.addEventListener("pointerdown", (ev) => this.onSeek(this.frameAt(ev.clientX)));
-      new ResizeObserver(() => this.render()).observe(root);
-    }
+  // a line about the session's timeline shown with the selection info (e.g. how a live switch on a loop plays)
+  note(text) { this.noteText = text; this.onSelect(this.selected, this.segments[this.selected]); }
 
-    // ---- geometry -----------------------------------------------------------------------------------------
-    get segments() { return this.doc.segments; }
-    // an open-ended schedule shows its last start plus MIN_VIEW, and grows to keep a live playhead in view
-    get viewFrames() {
-      const segs = this.segments;
-      return this.doc.length || Math.max(segs[segs.length - 1].start + MIN_VIEW, MIN_VIEW * 2, this.extent);
+  // ---- document -----------------------------------------------------------------------------------------
+  set(doc, { record = true, notify = true } = {}) {
+    if (record) {
+      this.undoStack.push(clone(this.doc)); this.redoStack = [];
+      if (this.undoStack.length > MAX_UNDO) this.undoStack.shift();
     }
-    end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
-    x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
-    frameAt(clientX) {
-      const r = this.root.getBoundingClientRect();
-      return Math.max(0, Math.min(this.viewFrames - 1, Math.round(((clientX - r.left) / r.width) * this.viewFrames)));
-    }
+    this.doc = clone(doc);
+    this.selected = Math.min(this.selected, this.segments.length - 1);
+    this.render();
+    if (notify) this.onChange(this.doc);
+  }
+  edit(fn) { const d = clone(this.doc); fn(d); this.set(normalize(d)); }
+  undo() { this.step(this.undoStack, this.redoStack); }
+  redo() { this.step(this.redoStack, this.undoStack); }
+  step(from, to) {
+    if (!from.length) return;
+    to.push(clone(this.doc));
+    this.set(from.pop(), { record: false });
+  }
 
-    // ---- document -----------------------------------------------------------------------------------------
-    set(doc, { record = true, notify = true } = {}) {
-      if (record) {
-        this.undoStack.push(clone(this.doc)); this.redoStack = [];
-        if (this.undoStack.length > MAX_UNDO) this.undoStack.shift();
+  add(name, transition) {
+    this.edit((d) => {
+      let f = Math.min(this.playhead, this.viewFrames - 1);
+      while (d.segments.some((s) => s.start === f)) f += 1;
+      const seg = { start: f, prompts: [promptSpec(name)] };
+      seg.transition = f > 0 && transition > 0 ? { kind: "linear", frames: transition, easing: "linear" } : { kind: "cut" };
+      d.segments.push(seg);
+      d.segments.sort((a, b) => a.start - b.start);
+      this.selected = d.segments.indexOf(seg);
+    });
+  }
+  split() {
+    const i = this.selected, a = this.segments[i].start, b = this.end(i);
+    const at = this.playhead > a && this.playhead < b ? this.playhead : Math.floor((a + b) / 2);
+    if (at <= a) return;
+    this.edit((d) => {
+      const copy = clone(d.segments[i]); copy.start = at; copy.transition = { kind: "cut" };
+      d.segments.splice(i + 1, 0, copy);
+    });
+  }
+  remove() {
+    if (this.segments.length < 2) return;
+    this.edit((d) => { d.segments.splice(this.selected, 1); });
+  }
+  updateSelected({ prompt, kind, frames, easing }) {
+    const i = this.selected;
+    this.edit((d) => {
+      const s = d.segments[i];
+      if (prompt && prompt.trim() && prompt.trim() !== promptName(s)) s.prompts = [promptSpec(prompt)];
+      s.transition = kind === "cut" || i === 0 ? { kind: "cut" } : { kind, frames: Math.max(1, frames | 0), easing };
+    });
+  }
+
+  // ---- drawing ------------------------------------------------------------------------------------------
+  render() {
+    const fps = this.doc.fps || 30, view = this.viewFrames, width = this.root.clientWidth || 600;
+    // ruler: a labelled tick every `step` seconds, minor ticks at a fifth of it
+    const secs = view / fps, step = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300].find((s) => secs / s <= width / 70) || 600;
+    const ticks = [];
+    for (let s = 0; s * fps < view; s += step / 5) {
+      const major = Math.abs(s / step - Math.round(s / step)) < 1e-6;
+      const label = major ? s.toFixed(step < 1 ? 1 : 0) + "s" : "";
+      ticks.push(`<div class="tl-tick${major ? "" : " minor"}" style="left:${this.x(s * fps)}px">${label}</div>`);
+    }
+    if (this.doc.length && view > this.doc.length)     // past the schedule's end: its last block holds
+      ticks.push(`<div class="tl-end" style="left:${this.x(this.doc.length)}px" title="end of the schedule"></div>`);
+    this.ruler.innerHTML = ticks.join("");
+    this.lane.innerHTML = "";
+    this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
+    this.setPlayhead(this.playhead);
+    this.onSelect(this.selected, this.segments[this.selected]);
+  }
+
+  block(seg, i) {
+    const el = document.createElement("div");
+    const left = this.x(seg.start), w = Math.max(4, this.x(this.end(i)) - left);
+    const first = seg.prompts[0];
+    el.className = "tl-block" + (i === this.selected ? " selected" : "");
+    el.dataset.index = i; el.dataset.start = seg.start;
+    el.style.left = left + "px"; el.style.width = w + "px";
+    el.style.background = (first.preset && this.colors[first.preset]) || "#5d6472";
+    el.title = `${promptName(seg)} — frames ${seg.start}..${this.end(i) - 1}`;
+    const t = seg.transition || { kind: "cut" };
+    let ramp = "";
+    if (t.kind !== "cut" && t.frames) {
+      // the transition drawn as a ramp: the new prompt's weight rising over its frames
+      const rw = Math.max(2, this.x(t.frames)), curve = this.curves[t.easing || "linear"] || LINEAR;
+      const pts = curve.map((w, k) => `${(k / (curve.length - 1)) * rw},${60 - 60 * w}`);
+      ramp = `<svg class="tl-ramp" width="${rw}" viewBox="0 0 ${rw} 60" preserveAspectRatio="none">` +
+        `<polygon points="0,60 ${pts.join(" ")} ${rw},60" fill="rgba(0,0,0,.35)"/>` +
+        `<polyline points="${pts.join(" ")}" fill="none" stroke="#fff" stroke-width="1.5"/></svg>`;
+    }
+    // knob at the ramp's top end: drag it to lengthen or shorten the transition (to the left edge = cut)
+    const knob = i > 0 ? `<div class="tl-ramp-knob" style="left:${t.kind === "cut" ? 0 : this.x(t.frames || 0)}px"` +
+      ` title="drag: transition length"></div>` : "";
+    el.innerHTML = ramp + `<div class="tl-label"></div><div class="tl-trans"></div>${knob}<div class="tl-resize"></div>`;
+    el.querySelector(".tl-label").textContent = promptName(seg);
+    el.querySelector(".tl-trans").textContent = t.kind === "cut" ? "cut" : `${t.kind} ${t.frames}f ${t.easing || "linear"}`;
+    el.addEventListener("pointerdown", (ev) => {
+      const part = ev.target.classList.contains("tl-resize") ? "end" :
+        ev.target.classList.contains("tl-ramp-knob") ? "ramp" : "body";
+      this.startDrag(ev, i, part);
+    });
+    return el;
+  }
+
+  setPlayhead(frame) {
+    this.playhead = frame;
+    if (frame >= this.viewFrames && !(this.doc.length && this.doc.loop)) {
+      this.extent = frame + (this.sourceFrames ? 1 : MIN_VIEW); this.render(); return;
+    }
+    this.playheadEl.style.left = this.x(frame) + "px";
+  }
+
+  // Drag the body: the block moves, its length kept, and pushes every block after it by as much (none of them
+  // changes length; the block before it ends where it now starts). The right edge: its end moves, pushing
+  // the blocks after it the same way. The ramp knob: its transition length changes.
+  startDrag(ev, i, part) {
+    if (part === "ramp") return this.dragRamp(ev, i);
+    const resize = part === "end";
+    ev.preventDefault(); ev.stopPropagation();
+    this.select(i);
+    const segs = this.segments, el = ev.currentTarget;
+    const x0 = ev.clientX, start = segs[i].start, end = this.end(i), perPx = this.viewFrames / this.root.clientWidth;
+    const hasNext = i + 1 < segs.length;
+    const lo = i > 0 ? segs[i - 1].start + 1 : 0;                               // lowest start it may take
+    // push: the blocks after it move by as much, so the last one's start bounds the move
+    const room = this.viewFrames - 1 - segs[segs.length - 1].start;
+    let delta = 0;
+    const move = (e) => {
+      delta = Math.round((e.clientX - x0) * perPx);
+      if (resize) {
+        delta = Math.max(start + 1 - end, Math.min(hasNext ? room : this.viewFrames - end, delta));
+        el.style.width = this.x(end + delta) - this.x(start) + "px";
+      } else if (i > 0) {
+        delta = Math.max(lo - start, Math.min(room, delta));
+        el.style.left = this.x(start + delta) + "px";
+      } else {
+        delta = 0;                                     // the first segment always starts at frame 0
       }
-      this.doc = clone(doc);
-      this.selected = Math.min(this.selected, this.segments.length - 1);
-      this.render();
-      if (notify) this.onChange(this.doc);
-    }
-    edit(fn) { const d = clone(this.doc); fn(d); this.set(normalize(d)); }
-    undo() { this.step(this.undoStack, this.redoStack); }
-    redo() { this.step(this.redoStack, this.undoStack); }
-    step(from, to) {
-      if (!from.length) return;
-      to.push(clone(this.doc));
-      this.set(from.pop(), { record: false });
-    }
-
-    add(name, transition) {
+    };
+    const up = () => {
+      window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up);
+      if (!delta) return;
       this.edit((d) => {
-        let f = Math.min(this.playhead, this.viewFrames - 1);
-        while (d.segments.some((s) => s.start === f)) f += 1;
-        const seg = { start: f, prompts: [promptSpec(name)] };
-        seg.transition = f > 0 && transition > 0 ? { kind: "linear", frames: transition, easing: "linear" } : { kind: "cut" };
-        d.segments.push(seg);
-        d.segments.sort((a, b) => a.start - b.start);
-        this.selected = d.segments.indexOf(seg);
+        for (let k = resize ? i + 1 : i; k < d.segments.length; k++) d.segments[k].start += delta;
+        if (resize && !hasNext && d.length) d.length = end + delta;
       });
-    }
-    split() {
-      const i = this.selected, a = this.segments[i].start, b = this.end(i);
-      const at = this.playhead > a && this.playhead < b ? this.playhead : Math.floor((a + b) / 2);
-      if (at <= a) return;
-      this.edit((d) => {
-        const copy = clone(d.segments[i]); copy.start = at; copy.transition = { kind: "cut" };
-        d.segments.splice(i + 1, 0, copy);
-      });
-    }
-    remove() {
-      if (this.segments.length < 2) return;
-      this.edit((d) => { d.segments.splice(this.selected, 1); });
-    }
-    updateSelected({ prompt, kind, frames, easing }) {
-      const i = this.selected;
-      this.edit((d) => {
-        const s = d.segments[i];
-        if (prompt && prompt.trim() && prompt.trim() !== promptName(s)) s.prompts = [promptSpec(prompt)];
-        s.transition = kind === "cut" || i === 0 ? { kind: "cut" } : { kind, frames: Math.max(1, frames | 0), easing };
-      });
-    }
-
-    // ---- drawing ------------------------------------------------------------------------------------------
-    render() {
-      const fps = this.doc.fps || 30, view = this.viewFrames, width = this.root.clientWidth || 600;
-      // ruler: a labelled tick every `step` seconds, minor ticks at a fifth of it
-      const secs = view / fps, step = [1, 2, 5, 10, 15, 30, 60, 120, 300].find((s) => secs / s <= width / 70) || 600;
-      const ticks = [];
-      for (let s = 0; s * fps < view; s += step / 5) {
-        const major = Math.abs(s / step - Math.round(s / step)) < 1e-6;
-        const label = major ? s.toFixed(0) + "s" : "";
-        ticks.push(`<div class="tl-tick${major ? "" : " minor"}" style="left:${this.x(s * fps)}px">${label}</div>`);
-      }
-      this.ruler.innerHTML = ticks.join("");
-      this.lane.innerHTML = "";
-      this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
-      this.setPlayhead(this.playhead);
-      this.onSelect(this.selected, this.segments[this.selected]);
-    }
-
-    block(seg, i) {
-      const el = document.createElement("div");
-      const left = this.x(seg.start), w = Math.max(4, this.x(this.end(i)) - left);
-      const first = seg.prompts[0];
-      el.className = "tl-block" + (i === this.selected ? " selected" : "");
-      el.dataset.index = i; el.dataset.start = seg.start;
-      el.style.left = left + "px"; el.style.width = w + "px";
-      el.style.background = (first.preset && this.colors[first.preset]) || "#5d6472";
-      el.title = `${promptName(seg)} — frames ${seg.start}..${this.end(i) - 1}`;
-      const t = seg.transition || { kind: "cut" };
-      let ramp = "";
-      if (t.kind !== "cut" && t.frames) {
-        // the transition drawn as a ramp: the new prompt's weight rising over its frames
-        const rw = Math.max(2, this.x(t.frames)), pts = [];
-        for (let k = 0; k <= 16; k++) { const u = k / 16; pts.push(`${u * rw},${60 - 60 * ease(t.easing, u)}`); }
-        ramp = `<svg class="tl-ramp" width="${rw}" viewBox="0 0 ${rw} 60" preserveAspectRatio="none">` +
-          `<polygon points="0,60 ${pts.join(" ")} ${rw},60" fill="rgba(0,0,0,.35)"/>` +
-          `<polyline points="${pts.join(" ")}" fill="none" stroke="#fff" stroke-width="1.5"/></svg>`;
-      }
-      // knob at the ramp's top end: drag it to lengthen or shorten the transition (to the left edge = cut)
-      const knob = i > 0 ? `<div class="tl-ramp-knob" style="left:${t.kind === "cut" ? 0 : this.x(t.frames || 0)}px"` +
-        ` title="drag: transition length"></div>` : "";
-      el.innerHTML = ramp + `<div class="tl-label"></div><div class="tl-trans"></div>${knob}<div class="tl-resize"></div>`;
-      el.querySelector(".tl-label").textContent = promptName(seg);
-      el.querySelector(".tl-trans").textContent = t.kind === "cut" ? "cut" : `${t.kind} ${t.frames}f ${t.easing || "linear"}`;
-      el.addEventListener("pointerdown", (ev) => {
-        const part = ev.target.classList.contains("tl-resize") ? "end" :
-          ev.target.classList.contains("tl-ramp-knob") ? "ramp" : "body";
-        this.startDrag(ev, i, part);
-      });
-      return el;
-    }
-
-    setPlayhead(frame) {
-      this.playhead = frame;
-      if (!this.doc.length && frame >= this.viewFrames) { this.extent = frame + MIN_VIEW; this.render(); return; }
-      this.playheadEl.style.left = this.x(frame) + "px";
-    }
-
-    // Drag the body: the block moves (start and end, its length kept); the right edge: its end moves;
-    // the ramp knob: its transition length changes.
-    startDrag(ev, i, part) {
-      if (part === "ramp") return this.dragRamp(ev, i);
-      const resize = part === "end";
-      ev.preventDefault(); ev.stopPropagation();
-      this.select(i);
-      const segs = this.segments, el = ev.currentTarget;
-      const x0 = ev.clientX, start = segs[i].start, end = this.end(i), perPx = this.viewFrames / this.root.clientWidth;
-      const hasNext = i + 1 < segs.length;
-      const lo = i > 0 ? segs[i - 1].start + 1 : 0;                               // lowest start it may take
-      const hi = i + 2 < segs.length ? segs[i + 2].start - 1 : this.viewFrames - 1; // highest end it may take
-      let delta = 0;
-      const move = (e) => {
-        delta = Math.round((e.clientX - x0) * perPx);
-        if (resize) {
-          delta = Math.max(start + 1 - end, Math.min(hi - end, delta));
-          el.style.width = this.x(end + delta) - this.x(start) + "px";
-        } else if (i > 0) {
-          delta = Math.max(lo - start, Math.min(hasNext ? hi - end : hi - start, delta));
-          el.style.left = this.x(start + delta) + "px";
-        } else {
-          delta = 0;                                     // the first segment always starts at frame 0
-        }
-      };
-      const up = () => {
-        window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up);
-        if (!delta) return;
-        this.edit((d) => {
-          if (resize) {
-            if (hasNext) d.segments[i + 1].start = end + delta;
-            else if (d.length) d.length = end + delta;
-          } else {
-            d.segments[i].start = start + delta;
-            if (hasNext) d.segments[i + 1].start = end + delta;
-          }
-        });
-      };
-      window.addEventListener("pointermove", move); window.addEventListener("pointerup", up);
-    }
-
-    dragRamp(ev, i) {
-      ev.preventDefault(); ev.stopPropagation();
-      this.select(i);
-      const seg = this.segments[i], knob = ev.target, t0 = seg.transition || { kind: "cut" };
-      const f0 = t0.kind === "cut" ? 0 : t0.frames, maxF = this.end(i) - seg.start;
-      const x0 = ev.clientX, perPx = this.viewFrames / this.root.clientWidth;
-      let frames = f0;
-      const move = (e) => {
-        frames = Math.max(0, Math.min(maxF, f0 + Math.round((e.clientX - x0) * perPx)));
-        knob.style.left = this.x(frames) + "px";
-      };
-      const up = () => {
-        window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up);
-        if (frames === f0) return;
-        this.edit((d) => {
-          d.segments[i].transition = frames === 0 ? { kind: "cut" } :
-            { kind: t0.kind === "cut" ? "linear" : t0.kind, frames, easing: t0.easing || "linear" };
-        });
-      };
-      window.addEventListener("pointermove", move); window.addEventListener("pointerup", up);
-    }
-
-    select(i) {
-      this.selected = i;
-      this.lane.querySelectorAll(".tl-block").forEach((b, k) => b.classList.toggle("selected", k === i));
-      this.onSelect(i, this.segments[i]);
-    }
+    };
+    window.addEventListener("pointermove", move); window.addEventListener("pointerup", up);
   }
 
-  function ease(name, t) {
-    switch (name) {
-      case "ease_in": return t * t;
-      case "ease_out": return 1 - (1 - t) * (1 - t);
-      case "ease_in_out": case "smoothstep": return t * t * (3 - 2 * t);
-      default: return t;
-    }
+  dragRamp(ev, i) {
+    ev.preventDefault(); ev.stopPropagation();
+    this.select(i);
+    const seg = this.segments[i], knob = ev.target, t0 = seg.transition || { kind: "cut" };
+    const f0 = t0.kind === "cut" ? 0 : t0.frames, maxF = this.end(i) - seg.start;
+    const x0 = ev.clientX, perPx = this.viewFrames / this.root.clientWidth;
+    let frames = f0;
+    const move = (e) => {
+      frames = Math.max(0, Math.min(maxF, f0 + Math.round((e.clientX - x0) * perPx)));
+      knob.style.left = this.x(frames) + "px";
+    };
+    const up = () => {
+      window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up);
+      if (frames === f0) return;
+      this.edit((d) => {
+        d.segments[i].transition = frames === 0 ? { kind: "cut" } :
+          { kind: t0.kind === "cut" ? "linear" : t0.kind, frames, easing: t0.easing || "linear" };
+      });
+    };
+    window.addEventListener("pointermove", move); window.addEventListener("pointerup", up);
   }
 
-  // Keep the document valid for the server: sorted distinct starts, the first at 0 with a cut,
-  // transitions no longer than the schedule, the last start inside its length.
-  function normalize(d) {
-    d.segments.sort((a, b) => a.start - b.start);
-    d.segments = d.segments.filter((s, k) => k === 0 || s.start !== d.segments[k - 1].start);
-    d.segments[0].start = 0; d.segments[0].transition = { kind: "cut" };
-    if (d.length) {
-      d.segments = d.segments.filter((s, k) => k === 0 || s.start < d.length);
-      for (const s of d.segments) if (s.transition && s.transition.frames > d.length) s.transition.frames = d.length;
-    }
-    return d;
+  select(i) {
+    this.selected = i;
+    this.lane.querySelectorAll(".tl-block").forEach((b, k) => b.classList.toggle("selected", k === i));
+    this.onSelect(i, this.segments[i]);
   }
+}
 
-  window.AlayaTimeline = { Timeline, promptName, promptSpec, normalize };
-})();
+// Keep the document valid for the server: sorted distinct starts, the first at 0 with a cut,
+// transitions no longer than the schedule, the last start inside its length.
+export function normalize(d) {
+  d.segments.sort((a, b) => a.start - b.start);
+  d.segments = d.segments.filter((s, k) => k === 0 || s.start !== d.segments[k - 1].start);
+  d.segments[0].start = 0; d.segments[0].transition = { kind: "cut" };
+  if (d.length) {
+    d.segments = d.segments.filter((s, k) => k === 0 || s.start < d.length);
+    for (const s of d.segments) if (s.transition && s.transition.frames > d.length) s.transition.frames = d.length;
+  }
+  return d;
+}
+

@@ -1,0 +1,30 @@
+// Drive mode: click the picture, then the keyboard steers the built-in engine's kart; Esc or a click elsewhere
+// hands it back to the autopilot. Mixed into the Studio (studio.js).
+
+const DRIVE_KEYS = { arrowleft: "left", a: "left", arrowright: "right", d: "right", arrowup: "up", w: "up",
+                     arrowdown: "down", s: "down", " ": "space", r: "reset" };
+
+const IDLE_HINT = "click the picture to drive · arrows/WASD · space brake · R reset · Esc release";
+const DRIVING_HINT = "you drive · arrows/WASD steer · space brake · R reset · Esc or a click elsewhere: autopilot";
+
+export const drive = {
+  drive(on) {
+    if (on === this.driving) return;
+    this.driving = on;
+    this.$("alaya-stage").classList.toggle("driving", on);
+    this.$("alaya-drive-hint").textContent = on ? DRIVING_HINT : IDLE_HINT;
+    if (on) { this.video.focus(); return; }
+    for (const key of this.held) this.send({ type: "key", key, down: false });
+    this.held.clear();
+    this.send({ type: "autopilot", on: true });       // released: the autopilot takes the wheel again
+  },
+  onDriveKey(ev, down) {
+    const key = DRIVE_KEYS[ev.key.toLowerCase()];
+    if (!key) return false;
+    ev.preventDefault();
+    if (down === this.held.has(key)) return true;      // auto-repeat
+    down ? this.held.add(key) : this.held.delete(key);
+    this.send({ type: "key", key, down });
+    return true;
+  },
+};

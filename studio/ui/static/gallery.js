@@ -1,0 +1,75 @@
+// What a visitor picks: the preset gallery, the prompt box's transition, the blend, the source and uploads.
+// Mixed into the Studio (studio.js).
+import { api } from "./api.js";
+
+export const gallery = {
+  buildGallery() {
+    const box = this.$("alaya-gallery");
+    for (const p of this.presets) {
+      const tile = document.createElement("button");
+      tile.type = "button"; tile.className = "alaya-tile"; tile.dataset.preset = p.name; tile.title = p.title;
+      tile.style.background = p.color;
+      const key = this.hotkeyPresets.indexOf(p);
+      tile.innerHTML = `<img loading="lazy" alt=""><span></span>${key >= 0 ? `<kbd>${key + 1}</kbd>` : ""}`;
+      tile.querySelector("img").src = p.thumbnail;
+      tile.querySelector("span").textContent = p.title;
+      tile.onclick = () => this.setPreset(p.name);
+      box.appendChild(tile);
+    }
+  },
+  setPreset(name) {
+    this.send({ type: "preset", name, transition: this.transition() });
+    this.markActive(name);
+  },
+  markActive(name) {
+    if (name === this.activePreset) return;
+    this.activePreset = name;
+    for (const t of this.root.querySelectorAll(".alaya-tile")) t.classList.toggle("active", t.dataset.preset === name);
+  },
+  // Under the prompt box: which preset the text names, or which presets free text renders as.
+  async showMeaning(text) {
+    const el = this.$("alaya-prompt-match");
+    try {
+      const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
+      el.textContent = m.preset ? `preset ${m.preset}` :
+        "≈ " + m.maps_to.map(([name, w]) => `${name} ${Math.round(w * 100)}%`).join(" · ");
+    } catch (err) { el.textContent = ""; }
+  },
+  transition() { return Math.max(0, parseInt(this.$("alaya-transition").value, 10) || 0); },
+
+  buildBlend() {
+    for (const [id, k] of [["alaya-blend-a", 0], ["alaya-blend-b", 1]]) {
+      const sel = this.$(id);
+      for (const p of this.presets) sel.add(new Option(p.title, p.name));
+      sel.selectedIndex = k;
+    }
+  },
+  sendBlend() {
+    const t = this.$("alaya-blend").value / 100;
+    const prompts = [{ preset: this.$("alaya-blend-a").value, weight: 1 - t },
+                     { preset: this.$("alaya-blend-b").value, weight: t }].filter((p) => p.weight > 0);
+    this.send({ type: "blend", prompts, mode: "linear", transition: 0 });
+  },
+
+  fillSources(sources, wanted) {
+    const sel = this.$("alaya-source");
+    sel.innerHTML = "";
+    for (const s of sources) sel.add(new Option(s.title, s.id));
+    if (![...sel.options].some((o) => o.value === wanted)) sel.add(new Option(wanted, wanted));
+    this.source = wanted;
+  },
+  async upload(file) {
+    this.say(`uploading ${file.name}…`, { ok: true, kind: "upload" });
+    try {
+      const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file });
+      const data = await res.json().catch(() => ({}));
+      if (!res.ok) throw new Error(data.error || `upload failed: HTTP ${res.status}`);
+      this.fillSources(await api("GET", "/api/ui/sources"), data.source);
+      await this.connect(data.source);
+      if (this.sessionId) {
+        this.say(`uploaded ${data.source}: ${data.frames} frames, ${data.width}x${data.height}`,
+                 { ok: true, kind: "upload" });
+      }
+    } catch (err) { this.say(err.message, { kind: "upload" }); }
+  },
+};

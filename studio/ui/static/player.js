@@ -1,0 +1,125 @@
+// The player: the session's WebRTC peer connection, its data channel (docs/datachannel.md) and what the
+// server reports on it. Mixed into the Studio (studio.js): `this` is the page.
+import { api } from "./api.js";
+
+const ICE_GATHER_MS = 3000;
+const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
+const SWITCHES = ["prompt", "preset", "blend", "switch"];
+// the message kind (studio.js `say`) of a data-channel request: its error clears when the same kind succeeds
+const messageKind = (request) => SWITCHES.includes(request) ? "prompt" :
+  ["schedule", "seek", "loop"].includes(request) ? "timeline" : "session";
+
+// The one place the page builds a peer connection (ICE configuration goes here).
+export function newPeerConnection() {
+  return new RTCPeerConnection();
+}
+
+async function gatherIce(pc) {
+  await pc.setLocalDescription(await pc.createOffer());
+  await new Promise((done) => {
+    if (pc.iceGatheringState === "complete") return done();
+    const t = setTimeout(done, ICE_GATHER_MS);
+    pc.addEventListener("icegatheringstatechange", () => {
+      if (pc.iceGatheringState === "complete") { clearTimeout(t); done(); }
+    });
+  });
+}
+
+export const player = {
+  async connect(source) {
+    this.disconnect();
+    if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
+    this.connectedSource = source;
+    this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
+    const pc = newPeerConnection(); this.pc = pc;
+    pc.addTransceiver("video", { direction: "recvonly" });
+    const channel = pc.createDataChannel("control"); this.channel = channel;
+    // a closed session's last messages can still arrive: only the current session's count
+    channel.onmessage = (ev) => { if (pc === this.pc) this.onMessage(JSON.parse(ev.data)); };
+    // The studio closes the channel when it ends the session; unless the sequence simply ended, start a new
+    // session on the same source with the same timeline, so a presenter's screen never stays dead.
+    channel.onclose = () => { if (pc === this.pc && !this.sourceEnded) this.reconnectSoon(); };
+    pc.addEventListener("connectionstatechange", () => {
+      if (pc === this.pc && pc.connectionState === "failed") this.reconnectSoon();
+    });
+    pc.ontrack = (ev) => {
+      this.video.srcObject = ev.streams[0] || new MediaStream([ev.track]);
+      this.video.play().catch(() => {});
+    };
+    await gatherIce(pc);
+    this.overlay("connecting…");
+    try {
+      const answer = await api("POST", "/api/webrtc/offer", { sdp: pc.localDescription.sdp, type: "offer", source,
+        schedule: this.timeline.doc, size: this.size });
+      if (pc !== this.pc) return;
+      this.sessionId = answer.session_id;
+      await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
+      this.succeeded("source");
+    } catch (err) {
+      this.say(err.message, { kind: "source" }); this.overlay("not connected");
+      if (pc === this.pc) this.disconnect();
+    }
+  },
+  disconnect() {
+    if (this.pc) this.pc.close();
+    this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
+    this.pendingSchedules = 0; this.setPaused(false);
+  },
+  reconnectSoon() {
+    if (this.reconnectTimer) return;
+    this.overlay("reconnecting…");
+    this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; this.connect(this.source); }, RECONNECT_MS);
+  },
+  send(msg) {
+    if (!this.channel || this.channel.readyState !== "open") return false;
+    this.channel.send(JSON.stringify(msg));
+    if (msg.type === "schedule") this.pendingSchedules += 1;
+    return true;
+  },
+
+  onMessage(m) {
+    switch (m.type) {
+      case "hello": this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); break;
+      case "status": this.onStatus(m); break;
+      case "ack":
+        this.succeeded(messageKind(m.request));
+        if (SWITCHES.includes(m.request)) {
+          this.preparing = null; this.pullSchedule();
+          this.timeline.note(m.whole_loop ? `live switch at frame ${m.frame}: the whole loop from the next pass` : "");
+        }
+        if (m.request === "schedule") this.scheduleSettled();
+        if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");
+        break;
+      case "preparing":             // free text waits for the text-matching model; frames keep coming
+        this.preparing = m.label;
+        this.say(`preparing prompt… (${m.label})`, { ok: true, kind: "prompt" });
+        break;
+      case "timeline": this.pullSchedule(); break;     // the session moved on, e.g. the next pass of a loop
+      case "stats": this.onStats(m); break;
+      case "error":
+        this.say(m.message, { kind: messageKind(m.request) });
+        if (m.request === "schedule") this.scheduleSettled();
+        break;
+      case "ended":
+        this.sourceEnded = m.reason === "the source ended";
+        this.say(`stream ended at frame ${m.frame}: ${m.reason}`, { kind: "session" });
+        break;
+    }
+  },
+
+  onStatus(m) {
+    this.lastStatus = m;
+    const doc = this.timeline.doc;
+    this.overlay(this.preparing ? `${m.label} · preparing ${this.preparing}…` : m.label, `frame ${m.frame}`,
+                 `${m.fps.toFixed(1)} fps`);
+    this.$("alaya-status").textContent =
+      `session ${this.sessionId} · ${this.source} · frame ${m.frame} · ${m.fps.toFixed(1)}/${m.target_fps} fps` +
+      ` · latency ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;
+    const at = doc.loop && doc.length ? m.frame % doc.length : m.frame;
+    this.timeline.setPlayhead(at);
+    this.$("tl-now").textContent = `· now frame ${at}, block #${this.timeline.blockAt(at)}`;
+    const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
+    this.markActive(top && top.preset);
+    this.chartStatus(m);
+  },
+};

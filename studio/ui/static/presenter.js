@@ -1,0 +1,48 @@
+// Presenter mode and the page's hotkeys: full-window video, pause/play, loop. Mixed into the Studio.
+
+export const presenter = {
+  presenter(on = !this.root.classList.contains("presenter")) {
+    this.root.classList.toggle("presenter", on);
+    document.activeElement?.blur();                    // a focused button would take space as a click
+    this.$("alaya-presenter").setAttribute("aria-pressed", String(on));
+    if (on && this.root.requestFullscreen) this.root.requestFullscreen().catch(() => {});
+    if (!on && document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    setTimeout(() => this.timeline.render(), 50);
+  },
+  togglePause() { this.send({ type: this.paused ? "play" : "pause" }); },
+  // Paused: the overlay says so instead of a stale FPS, and a marker shows on the stage (presenter mode too).
+  setPaused(p) {
+    this.paused = p;
+    this.$("alaya-pause").textContent = p ? "Play" : "Pause";
+    this.$("alaya-stage").classList.toggle("paused", p);
+    if (p) this.$("alaya-ov-fps").textContent = "paused";
+  },
+  // Looping is for recorded sources and timelines the visitor built: a live engine has no past to replay, so
+  // there L loops only a timeline built in the editor, and otherwise says why it does nothing.
+  toggleLoop() {
+    const doc = structuredClone(this.timeline.doc), on = !doc.loop;
+    if (on && this.hello?.live && !this.timelineBuilt) {
+      this.say("the live engine does not loop: build a timeline (Add, Eight worlds, Load…) and L loops that",
+               { kind: "timeline" });
+      return;
+    }
+    doc.loop = on;
+    if (on && !doc.length) doc.length = this.timeline.viewFrames;
+    this.timeline.set(doc);
+    this.send({ type: "loop", on });                   // recorded sources also restart at their end
+  },
+  // P and 1–8 (the tiles' numbers) everywhere, except while typing in a field (studio.js) or driving;
+  // Esc, space and L in presenter mode.
+  onHotkey(ev) {
+    const presenting = this.root.classList.contains("presenter");
+    const k = ev.key.toLowerCase();
+    if (this.driving) return false;
+    if (k === "p") return this.presenter(), true;
+    if (/^[1-8]$/.test(k)) { const p = this.hotkeyPresets[+k - 1]; if (p) this.setPreset(p.name); return true; }
+    if (!presenting) return false;
+    if (k === "escape") return this.presenter(false), true;
+    if (k === " ") return this.togglePause(), true;
+    if (k === "l") return this.toggleLoop(), true;
+    return false;
+  },
+};

@@ -1,0 +1,131 @@
+// Timeline glue: the editor (timeline.js) wired to the session — live application of edits, the server's
+// recorded switches, import/export and render-to-MP4. Mixed into the Studio (studio.js).
+import { api, sleep } from "./api.js";
+import { Timeline, promptName } from "./timeline.js";
+
+const RENDER_POLL_MS = 500;
+
+export const timelineGlue = {
+  buildTimeline() {
+    this.timeline = new Timeline(this.$("tl"), {
+      presets: this.presets, curves: this.config.easing_curves,
+      onChange: (doc) => { this.timelineBuilt = true; this.applySchedule(doc); this.loopButton(); },
+      onSeek: (frame) => this.send({ type: "seek", frame }),
+      onSelect: (i, seg) => {
+        // the Selected row is refilled only when the selection or its segment changed: a redraw (a pulled
+        // schedule, a resize) must not overwrite what the visitor is typing there
+        const shown = JSON.stringify([i, seg]);
+        if (shown !== this.selectedShown) {
+          this.selectedShown = shown;
+          this.$("tl-seg-prompt").value = promptName(seg);
+          const t = seg.transition || { kind: "cut" };
+          this.$("tl-seg-kind").value = t.kind; this.$("tl-seg-frames").value = t.frames || 0;
+          this.$("tl-seg-easing").value = t.easing || "linear";
+        }
+        const doc = this.timeline.doc;
+        const span = doc.length ? `${doc.length} frames` : "open-ended";
+        this.$("tl-info").textContent = `${doc.segments.length} segments · ${span} · ${doc.fps} fps` +
+          `${doc.loop ? " · loop" : ""} · selected #${i}, starts at frame ${seg.start}` +
+          (this.timeline.noteText ? ` · ${this.timeline.noteText}` : "");
+        this.loopButton();
+      },
+    });
+    const easing = this.$("tl-seg-easing");
+    for (const e of this.config.easings) easing.add(new Option(e, e));
+    this.timeline.render();
+  },
+  // The timeline shows what the session accepted: after a live switch (recorded into its schedule), and once
+  // every schedule sent has been answered (its canonical form, e.g. "Holy Gold" → holy_gold; or, after an
+  // error, the schedule the session kept).
+  async pullSchedule() {
+    if (!this.sessionId) return;
+    try {
+      const doc = await api("GET", `/api/sessions/${this.sessionId}/schedule`);
+      if (!this.pendingSchedules && JSON.stringify(doc) !== JSON.stringify(this.timeline.doc))
+        this.timeline.set(doc, { record: false, notify: false });
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
+  },
+  scheduleSettled() {
+    this.pendingSchedules = Math.max(0, this.pendingSchedules - 1);
+    if (!this.pendingSchedules) this.pullSchedule();
+  },
+  applySchedule(doc) {
+    if (this.$("tl-live").checked) this.send({ type: "schedule", schedule: doc });
+  },
+  // A new source starts from its own schedule: the style on screen, nothing else (the previous source's
+  // switches are that source's). The old timeline stays one Undo away.
+  freshTimeline() {
+    const preset = this.activePreset || this.presets[0].name, fps = this.timeline.doc.fps || 30;
+    this.timeline.set({ version: 1, fps, segments: [{ start: 0, prompts: [{ preset }] }] }, { notify: false });
+    this.timelineBuilt = false;
+  },
+  loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
+
+  async importText(text) {
+    try {
+      this.timeline.set(await api("POST", "/api/ui/schedule/import", { text }));
+      this.say("schedule imported", { ok: true, kind: "timeline" });
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
+  },
+  async exportJson() {
+    try {
+      const doc = await api("POST", "/api/ui/schedule/validate", this.timeline.doc);
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + "\n"], { type: "application/json" }));
+      a.download = "schedule.json"; a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+      this.succeeded("timeline");
+    } catch (err) { this.say(err.message, { kind: "timeline" }); }
+  },
+  // One render at a time: the button stays disabled, showing progress, until the job ends; then a download
+  // button (or the error).
+  async render() {
+    const frames = parseInt(this.$("tl-render-frames").value, 10) || undefined;
+    const size = this.hello ? `${this.hello.width}x${this.hello.height}` : this.size;
+    const button = this.$("tl-render"), bar = this.$("tl-render-progress"), status = this.$("tl-render-status");
+    const link = this.$("tl-render-link");
+    link.hidden = true; button.disabled = true; button.textContent = "Rendering…";
+    try {
+      let job = await api("POST", "/api/ui/renders", { schedule: this.timeline.doc, source: this.source, frames, size });
+      bar.hidden = false;
+      while (job.state === "running") {
+        bar.value = job.progress; button.textContent = `Rendering ${job.done}/${job.frames}…`;
+        await sleep(RENDER_POLL_MS);
+        job = await api("GET", `/api/ui/renders/${job.id}`);
+      }
+      bar.value = job.progress;
+      if (job.state !== "done") throw new Error(job.error);
+      status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
+      link.href = job.download; link.hidden = false;
+      this.succeeded("render");
+    } catch (err) { status.textContent = ""; bar.hidden = true; this.say(err.message, { kind: "render" }); }
+    finally { button.disabled = false; button.textContent = "Render to MP4"; }
+  },
+
+  wireTimeline() {
+    const on = (id, ev, fn) => this.$(id).addEventListener(ev, fn), tl = this.timeline;
+    on("tl-add", "click", () => {
+      const name = this.$("alaya-prompt").value.trim() || this.activePreset || this.presets[0].name;
+      tl.add(name, this.transition());
+    });
+    on("tl-split", "click", () => tl.split());
+    on("tl-delete", "click", () => tl.remove());
+    on("tl-undo", "click", () => tl.undo());
+    on("tl-redo", "click", () => tl.redo());
+    on("tl-apply", "click", () => this.send({ type: "schedule", schedule: tl.doc }));
+    on("tl-eight", "click", async () => {
+      try { tl.set(await api("GET", "/api/ui/schedules/eight_worlds")); }
+      catch (err) { this.say(err.message, { kind: "timeline" }); }
+    });
+    on("tl-save", "click", () => this.exportJson());
+    on("tl-load", "change", async (ev) => {
+      const f = ev.target.files[0]; ev.target.value = "";
+      if (f) this.importText(await f.text());
+    });
+    on("tl-import", "click", () => this.importText(this.$("tl-import-text").value));
+    on("tl-seg-set", "click", () => tl.updateSelected({
+      prompt: this.$("tl-seg-prompt").value, kind: this.$("tl-seg-kind").value,
+      frames: parseInt(this.$("tl-seg-frames").value, 10), easing: this.$("tl-seg-easing").value }));
+    on("tl-render", "click", () => this.render());
+  },
+};

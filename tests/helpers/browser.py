@@ -1,0 +1,94 @@
+"""The studio page in Debian's Chromium through Playwright: launch flags, waiting on the page, and what the
+page and its session report. Shared by the browser test files."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--autoplay-policy=no-user-gesture-required"]
+SIZE = "320x176"                    # small: two busy CPU cores render and encode the stream
+HAVE_CHROMIUM = Path(CHROMIUM).exists()
+
+
+def wait_until(predicate, timeout: float, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:g} s: {what() if callable(what) else what}")
+
+
+def frames_decoded(page) -> int:
+    return page.evaluate("document.querySelector('#alaya-video')?.getVideoPlaybackQuality().totalVideoFrames || 0")
+
+
+def status(page) -> dict:
+    return page.evaluate("window.alayaStudio?.lastStatus") or {}
+
+
+def server_schedule(server, page) -> dict:
+    sid = page.evaluate("window.alayaStudio.sessionId")
+    return httpx.get(f"{server.url}/api/sessions/{sid}/schedule").json()
+
+
+def open_studio(browser, server, query: str = "", **kw):
+    """A new studio page, once its video plays."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, **kw)
+    page.goto(f"{server.url}/?size={SIZE}{query}")
+    wait_until(lambda: frames_decoded(page) > 0, 60, "the video never played")
+    return page
+
+
+@contextmanager
+def studio_with_ui(cache_dir: Path, **settings):
+    """A running studio with the UI mounted (thumbnails rendered on demand, uploads up to 4 MB)."""
+    from studio.server import Settings
+    from studio.server.background import BackgroundServer
+    from studio.ui import mount_ui
+
+    srv = BackgroundServer(Settings(port=0, **settings))
+    mount_ui(srv.app, cache_dir=cache_dir, upload_limit=4_000_000, prewarm_thumbnails=False)
+    with srv:
+        yield srv
+
+
+@contextmanager
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# Module-scoped fixtures for a browser test file (import them by name): one studio, one Chromium, and one studio
+# page that the module's tests share, in order (each leaves the session playing).
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=4) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    page = open_studio(browser, server)
+    yield page
+    page.close()

@@ -1,0 +1,415 @@
+"""The studio page as a visitor meets it (issue 15), in Debian's Chromium against a running studio: what is
+drawn is what renders, messages do not go stale, hotkeys, pause, render feedback, the prompt resolver, loops and
+source changes, the timeline's clutter and playhead. One page for the module; tests that need a fresh page or
+server open their own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, open_studio, page, server,  # noqa: F401
+                             server_schedule, status, wait_until)
+from studio.schedule import Schedule
+
+pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
+
+
+def message(page) -> str:
+    return page.locator("#alaya-message").inner_text()
+
+
+def weight_of(conditioning, preset: str) -> float:
+    total = sum(p.weight for p in conditioning.prompts)
+    return sum(p.weight for p in conditioning.prompts if p.preset == preset) / total
+
+
+def settled(page) -> None:
+    """Wait until the session answered every schedule the page sent and the page shows the session's own."""
+    page.wait_for_function("""async () => { const s = window.alayaStudio;
+        if (s.pendingSchedules) return false;
+        const doc = await (await fetch(`/api/sessions/${s.sessionId}/schedule`)).json();
+        return JSON.stringify(doc) === JSON.stringify(s.timeline.doc); }""", timeout=30_000)
+
+
+def test_the_drawn_ramp_is_the_schedules_own_curve(page):
+    doc = {"version": 1, "fps": 30, "length": 160, "segments": [
+        {"start": 0, "prompts": [{"preset": "cyberpunk"}]},
+        {"start": 64, "prompts": [{"preset": "volcano"}],
+         "transition": {"kind": "linear", "frames": 16, "easing": "ease_in_out"}}]}
+    page.evaluate("doc => window.alayaStudio.timeline.set(doc, {notify: false})", doc)
+    points = page.evaluate("""() => document.querySelector(".tl-block[data-index='1'] polyline")
+        .getAttribute("points").trim().split(/\\s+/).map((p) => p.split(",").map(Number))""")
+    schedule = Schedule.from_json(doc)
+    width = points[-1][0]
+    for k in (2, 4, 8, 12, 14, 16):           # progress k/16 is frame 64 + k - 1 (docs/schedule.md)
+        x, y = points[k]
+        assert x == pytest.approx(width * k / 16)
+        assert 1 - y / 60 == pytest.approx(weight_of(schedule.conditioning_at(64 + k - 1), "volcano"), abs=1e-3)
+
+
+def spy_sent(page) -> None:
+    """Record every data-channel message the page sends from now on (window.alayaStudio.sent)."""
+    page.evaluate("""() => { const s = window.alayaStudio; s.sent = [];
+        if (!s.realSend) { s.realSend = s.send; s.send = function (m) { this.sent.push(m); return this.realSend(m); }; } }""")
+
+
+def sent_switches(page) -> list[dict]:
+    return page.evaluate("window.alayaStudio.sent.filter((m) => ['preset', 'prompt', 'blend'].includes(m.type))")
+
+
+def test_messages_expire_or_clear_when_the_same_kind_succeeds(page):
+    page.evaluate("window.alayaStudio.send({type: 'preset', name: 'lava land', transition: 0})")
+    wait_until(lambda: "unknown preset 'lava land'" in message(page), 20, lambda: f"no error: {message(page)!r}")
+    page.fill("#alaya-transition", "0")
+    page.click(".alaya-tile[data-preset=polar]")                   # a switch of the same kind succeeds
+    wait_until(lambda: message(page) == "", 20, lambda: f"the preset error stayed: {message(page)!r}")
+
+    page.click("#alaya-timeline-panel summary")
+    page.fill("#tl-import-text", "not a schedule at all")
+    page.click("#tl-import")
+    wait_until(lambda: message(page).startswith("import"), 20, lambda: f"no import error: {message(page)!r}")
+    page.fill("#tl-import-text", '0: "polar", 30: "vaporwave"')
+    page.click("#tl-import")
+    wait_until(lambda: message(page) == "schedule imported", 20, "the import's success did not replace its error")
+    wait_until(lambda: message(page) == "", 30, "'schedule imported' never went away")
+
+
+def test_number_keys_switch_presets_on_the_normal_page_but_not_while_typing(page):
+    hotkeys = page.evaluate("window.alayaStudio.hotkeyPresets.map(p => p.name)")
+    page.fill("#alaya-transition", "0")
+    spy_sent(page)
+    page.focus("#alaya-prompt")
+    page.keyboard.press("2")                                       # typing: a digit in the field
+    assert page.input_value("#alaya-prompt").endswith("2")
+    page.click("#alaya-status")                                    # out of the field
+    page.keyboard.press("3")
+    wait_until(lambda: status(page).get("label") == hotkeys[2], 20, f"key 3 did not switch to {hotkeys[2]}")
+    assert [m["name"] for m in sent_switches(page)] == [hotkeys[2]]      # nothing sent for the typed "2"
+    page.fill("#alaya-prompt", "")
+
+
+def test_pause_shows_on_the_overlay_and_in_presenter_mode(page):
+    badge = page.locator("#alaya-paused-badge")
+    page.click("#alaya-pause")
+    wait_until(lambda: page.evaluate("window.alayaStudio.paused"), 20, "did not pause")
+    assert page.locator("#alaya-ov-fps").inner_text() == "paused" and badge.is_visible()
+    page.keyboard.press("p")
+    assert "presenter" in page.locator("#alaya-studio").get_attribute("class") and badge.is_visible()
+    page.keyboard.press("Space")                                   # play
+    wait_until(lambda: not page.evaluate("window.alayaStudio.paused"), 20, "space did not resume")
+    wait_until(lambda: page.locator("#alaya-ov-fps").inner_text().endswith(" fps"), 20, "no FPS after play")
+    assert not badge.is_visible()
+    page.keyboard.press("Escape")
+
+
+def test_render_button_is_disabled_while_rendering_then_offers_a_download_button(page):
+    page.fill("#tl-render-frames", "8")
+    spy_requests = []
+    page.on("request", lambda r: spy_requests.append(r.method) if r.url.endswith("/api/ui/renders") else None)
+    clicked_disabled = page.evaluate("""() => { const b = document.querySelector('#tl-render');
+        b.click(); const disabled = b.disabled; b.click(); return disabled; }""")
+    assert clicked_disabled                                        # at once, before the job is even posted
+    link = page.locator("#tl-render-link")
+    wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90, "the render never finished")
+    assert spy_requests == ["POST"]                                # the second click did nothing
+    assert "alaya-button" in link.get_attribute("class") and link.get_attribute("href").endswith("/video.mp4")
+    assert link.evaluate("a => getComputedStyle(a).backgroundColor") not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert "render" not in message(page)
+
+
+def test_every_box_resolves_prompt_text_the_same_way_and_the_timeline_shows_what_the_session_accepted(page, server):
+    doc = {"version": 1, "fps": 30, "segments": [{"start": 0, "prompts": [{"preset": "cyberpunk"}]},
+                                                 {"start": 60, "prompts": [{"preset": "polar"}]}]}
+    page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
+    wait_until(lambda: len(server_schedule(server, page)["segments"]) == 2, 20, "the timeline did not apply")
+    settled(page)
+    timeline_prompts = "window.alayaStudio.timeline.doc.segments[1].prompts"
+    for typed, preset in (("lava", "volcano"), ("Holy Gold", "holy_gold")):
+        page.click(".tl-block[data-index='1']")
+        page.fill("#tl-seg-prompt", typed)
+        page.click("#tl-seg-set")
+        wait_until(lambda: server_schedule(server, page)["segments"][1]["prompts"] == [{"preset": preset, "weight": 1.0}],
+                   20, lambda: f"{typed!r}: the session has {server_schedule(server, page)['segments'][1]}")
+        wait_until(lambda: page.evaluate(timeline_prompts) == [{"preset": preset, "weight": 1.0}], 20,
+                   lambda: f"{typed!r}: the timeline shows {page.evaluate(timeline_prompts)}")
+    assert "unknown preset" not in message(page)
+    page.fill("#alaya-transition", "0")
+    page.fill("#alaya-prompt", "LAVA")                            # the prompt box: the same preset
+    page.press("#alaya-prompt", "Enter")
+    wait_until(lambda: status(page).get("label") == "volcano", 20, lambda: f"prompt box: {status(page).get('label')}")
+    wait_until(lambda: page.locator("#alaya-prompt-match").inner_text() == "preset volcano", 20, "no meaning shown")
+    page.fill("#alaya-prompt", "")
+
+
+def test_a_broken_npy_upload_says_what_the_file_is_not(page):
+    page.set_input_files("#alaya-upload", files=[{"name": "x.npy", "mimeType": "application/octet-stream",
+                                                  "buffer": np.random.default_rng(5).bytes(4096)}])
+    wait_until(lambda: message(page).startswith("x.npy: "), 20, "no upload error shown")
+    assert message(page) == "x.npy: not a G-buffer window (expected a uint8 array (T, 5, H, W, 3))"
+
+
+def test_free_text_shows_which_presets_it_maps_to(page):
+    page.fill("#alaya-prompt", "molten rock and fire under an ash sky")
+    page.press("#alaya-prompt", "Enter")
+    match = page.locator("#alaya-prompt-match")
+    wait_until(lambda: match.inner_text().startswith("≈ "), 60, lambda: f"no mapping shown: {match.inner_text()!r}")
+    assert "%" in match.inner_text()
+    page.fill("#alaya-prompt", "")
+
+
+def test_the_drive_hint_changes_while_driving(page):
+    hint = page.locator("#alaya-drive-hint")
+    idle = hint.inner_text()
+    page.click("#alaya-video")
+    assert page.evaluate("window.alayaStudio.driving") and hint.inner_text() != idle
+    assert "you drive" in hint.inner_text()
+    page.keyboard.press("Escape")
+    assert hint.inner_text() == idle
+
+
+def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser, server):
+    """Every request that is not to the studio is aborted; /player plays with no click."""
+    context = browser.new_context()
+    outside, errors = [], []
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
+                  else (outside.append(route.request.url), route.abort()))
+    try:
+        for path, ready in [(f"/?size={SIZE}", "window.alayaStudio?.lastStatus && "
+                             "document.querySelectorAll('.alaya-tile img').length >= 8"),
+                            ("/player", "document.getElementById('video').currentTime > 0.5"),
+                            ("/docs", "document.querySelectorAll('.swagger-ui .opblock').length > 5")]:
+            page = context.new_page()
+            page.on("pageerror", lambda exc, path=path: errors.append(f"{path}: {exc}"))
+            page.goto(server.url + path)
+            try:
+                page.wait_for_function(ready, timeout=90_000)
+            except Exception as exc:
+                raise AssertionError(f"{path} did not render: {errors} {outside}") from exc
+            icon = page.evaluate("document.querySelector('link[rel~=icon]')?.href")
+            assert icon, f"{path} links no favicon"
+            res = page.request.get(icon)
+            assert res.ok and res.headers["content-type"].startswith("image/"), (path, icon, res.status)
+            page.close()
+    finally:
+        context.close()
+    assert not errors
+    assert not outside, outside
+
+
+def record_statuses(page) -> None:
+    page.evaluate("""() => { const s = window.alayaStudio; s.seen = [];
+        if (!s.realOnStatus) { s.realOnStatus = s.onStatus;
+            s.onStatus = function (m) { this.seen.push([m.frame, m.label]); return this.realOnStatus(m); }; } }""")
+
+
+def recent_labels(page, n: int) -> set[str] | None:
+    seen = page.evaluate("window.alayaStudio.seen")
+    return {label for _, label in seen[-n:]} if len(seen) >= n else None
+
+
+def play_upload(page, path) -> None:
+    page.set_input_files("#alaya-upload", str(path))
+    wait_until(lambda: page.evaluate("window.alayaStudio.hello?.source") == f"uploads/{path.name}", 30,
+               lambda: f"the upload did not play: {message(page)!r}")
+    wait_until(lambda: status(page).get("frame", 0) > 2, 30, "the uploaded sequence did not play")
+
+
+def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, server, tmp_path):
+    path = tmp_path / "clip16.npy"
+    np.save(path, np.random.default_rng(4).integers(0, 256, (16, 5, 32, 48, 3), dtype=np.uint8))
+    page = open_studio(browser, server)
+    try:
+        play_upload(page, path)
+        record_statuses(page)
+        page.fill("#alaya-transition", "0")
+        page.click(".alaya-tile[data-preset=volcano]")
+        wait_until(lambda: recent_labels(page, 40) == {"volcano"}, 90,       # two and a half passes
+                   lambda: f"the loop still mixes styles: {page.evaluate('window.alayaStudio.seen.slice(-40)')}")
+        page.fill("#alaya-transition", "16")                                  # as long as the loop itself
+        page.click(".alaya-tile[data-preset=polar]")
+        wait_until(lambda: recent_labels(page, 40) == {"polar"}, 120,
+                   lambda: f"the transition never completed: {page.evaluate('window.alayaStudio.seen.slice(-20)')}")
+        assert [s["prompts"] for s in server_schedule(server, page)["segments"]] == [[{"preset": "polar", "weight": 1.0}]]
+        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 1, 20,
+                   "the timeline does not show the loop's one style")
+        assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
+    finally:
+        page.close()
+
+
+def switch_in_turn(page, messages: list[dict]) -> None:
+    """Send each message once the previous one's ack came and a later frame was on screen: live switches a few
+    frames apart, as quick clicks or a slider drag make them."""
+    page.evaluate("""async (messages) => {
+        const s = window.alayaStudio, real = s.onMessage;
+        try {
+            for (const msg of messages) {
+                await new Promise((done, fail) => {
+                    setTimeout(() => fail(new Error(`no ack and later frame for ${JSON.stringify(msg)}`)), 60000);
+                    let acked = null;
+                    s.onMessage = function (m) {
+                        real.call(this, m);
+                        if (m.type === "ack" && m.request === msg.type) acked = m.frame;
+                        if (acked !== null && m.type === "status" && m.frame > acked) done();
+                    };
+                    s.send(msg);
+                });
+            }
+        } finally { s.onMessage = real; }
+    }""", messages)
+
+
+def test_quick_switches_and_a_blend_drag_make_one_block(page, server):
+    doc = {"version": 1, "fps": 30, "segments": [{"start": 0, "prompts": [{"preset": "cyberpunk"}]}]}
+    page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
+    wait_until(lambda: len(server_schedule(server, page)["segments"]) == 1, 20, "the timeline did not apply")
+    switch_in_turn(page, [{"type": "preset", "name": name, "transition": 16} for name in ("volcano", "polar", "infrared")])
+    segments = server_schedule(server, page)["segments"]
+    assert len(segments) == 2 and segments[1]["prompts"] == [{"preset": "infrared", "weight": 1.0}], segments
+    switch_in_turn(page, [{"type": "blend", "mode": "linear", "transition": 0,
+                           "prompts": [{"preset": "polar", "weight": 1 - t}, {"preset": "vaporwave", "weight": t}]}
+                          for t in (0.25, 0.5, 0.75)])
+    segments = server_schedule(server, page)["segments"]
+    assert [p["weight"] for p in segments[-1]["prompts"]] == [0.25, 0.75] and len(segments) == 3, segments
+    wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 3, 20,
+               "the timeline does not show the session's blocks")
+
+
+def test_dragging_a_block_pushes_the_blocks_after_it(page, server):
+    page.click("#tl-eight")
+    wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
+    settled(page)
+    box = wait_until(lambda: page.locator(".tl-block[data-index='3']").bounding_box(), 10, "no block 3")
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 40, y, steps=5)
+    page.mouse.up()
+    starts = page.evaluate("window.alayaStudio.timeline.doc.segments.map(s => s.start)")
+    assert starts[3] > 240 and starts[2] == 160
+    assert [b - a for a, b in zip(starts[3:], starts[4:])] == [80] * 4      # no block after it changed length
+    wait_until(lambda: [s["start"] for s in server_schedule(server, page)["segments"]] == starts, 20,
+               "the server's schedule did not follow the drag")
+
+
+def test_loop_on_the_live_engine_explains_itself_and_a_new_source_starts_its_own_timeline(browser, server, tmp_path):
+    page = open_studio(browser, server)
+    try:
+        page.click("#alaya-loop")
+        wait_until(lambda: "does not loop" in message(page), 10, lambda: f"L said nothing: {message(page)!r}")
+        assert not page.evaluate("window.alayaStudio.timeline.doc.loop")
+        assert not server_schedule(server, page).get("loop")
+        page.click("#tl-eight")                                    # a timeline the visitor built: L loops it
+        wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
+        page.click("#alaya-loop")
+        wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the built timeline")
+
+        path = tmp_path / "clip12.npy"
+        np.save(path, np.random.default_rng(6).integers(0, 256, (12, 5, 32, 48, 3), dtype=np.uint8))
+        play_upload(page, path)
+        schedule = server_schedule(server, page)
+        assert len(schedule["segments"]) == 1 and not schedule.get("loop") and "length" not in schedule, schedule
+        page.click("#tl-undo")                                     # the old timeline is one Undo away
+        assert page.evaluate("window.alayaStudio.timeline.doc.length") == 637
+    finally:
+        page.close()
+
+
+def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, server, tmp_path):
+    page = open_studio(browser, server)
+    playhead_in_view = """() => { const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
+        const x = ph.getBoundingClientRect().left - tl.getBoundingClientRect().left;
+        return x >= 0 && x <= tl.clientWidth - 1; }"""
+    try:
+        page.click("#tl-eight")
+        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "no eight worlds")
+        past_the_end = page.evaluate(f"""() => {{ window.alayaStudio.timeline.setPlayhead(700);
+            return ({playhead_in_view})(); }}""")
+        assert past_the_end, "the playhead left the view past the schedule's end"
+
+        path = tmp_path / "half_second.npy"
+        np.save(path, np.random.default_rng(7).integers(0, 256, (15, 5, 32, 48, 3), dtype=np.uint8))
+        play_upload(page, path)
+        assert page.evaluate("window.alayaStudio.timeline.viewFrames") == 15, page.evaluate(
+            "(() => { const t = window.alayaStudio.timeline; return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
+        page.wait_for_function(f"""() => window.alayaStudio.lastStatus?.frame > 7 && ({playhead_in_view})()
+            && document.querySelector('#tl-playhead').getBoundingClientRect().left -
+               document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
+    finally:
+        page.close()
+
+
+SERVE_COLD = """
+import sys
+from pathlib import Path
+from studio.server import Settings
+from studio.server.background import BackgroundServer
+from studio.ui import mount_ui
+srv = BackgroundServer(Settings(port=0, warm_text_matching=False))
+mount_ui(srv.app, cache_dir=Path(sys.argv[1]), prewarm_thumbnails=False)
+with srv:
+    print(srv.url, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_the_first_free_text_prompt_never_stalls_the_stream(browser, tmp_path):
+    """A studio in a fresh process whose text matcher is not loaded yet (no warm-up at start): the switch
+    waits for the model while frames go on, and the page says so."""
+    server = subprocess.Popen([sys.executable, "-c", SERVE_COLD, str(tmp_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        url = server.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{url}/?size={SIZE}")
+        wait_until(lambda: status(page).get("frame", 0) > 0, 90, "the video never played")
+        page.evaluate("""() => { const s = window.alayaStudio, real = s.onMessage; s.log = [];
+            s.onMessage = function (m) { this.log.push(m.type === 'ack' ? 'ack:' + m.request : m.type); real.call(this, m); }; }""")
+        text = "molten rock and fire under an ash sky"
+        page.fill("#alaya-transition", "0")
+        page.fill("#alaya-prompt", text)
+        page.press("#alaya-prompt", "Enter")
+        wait_until(lambda: message(page).startswith("preparing prompt…"), 30, lambda: f"said {message(page)!r}")
+        wait_until(lambda: status(page).get("label") == text[:32], 120, "the free text never applied")
+        log = page.evaluate("window.alayaStudio.log")
+        preparing, acked = log.index("preparing"), log.index("ack:prompt")
+        assert "status" in log[preparing:acked], log                # frames kept coming while it prepared
+    finally:
+        server.stdin.close()
+        server.wait(30)
+
+
+def test_the_inspector_overlay_and_charts_stay_readable(page):
+    labels = page.locator(".alaya-inspector-label")
+    assert labels.all_inner_texts() == ["output", "albedo", "depth", "metallic", "normal", "roughness"]
+    assert all(box["height"] >= 12 for box in (labels.nth(k).bounding_box() for k in range(6)))
+    for element in ("#alaya-overlay", "#alaya-drive-hint"):      # a dark backdrop on the brightest styles
+        alpha = page.locator(element).evaluate("e => getComputedStyle(e).backgroundColor")
+        assert alpha.startswith("rgba(0, 0, 0, 0.") and float(alpha.split(",")[-1][:-1]) >= 0.5, (element, alpha)
+    fits = page.evaluate("""() => { const s = window.alayaStudio; s.overlay('a very long free text prompt '.repeat(12),
+            'frame 123', '29.7 fps');
+        const stage = s.$('alaya-stage').getBoundingClientRect(), ov = s.$('alaya-overlay').getBoundingClientRect();
+        return ov.right <= stage.right && ov.height < 30; }""")
+    assert fits, "a long overlay label runs across the picture"
+    page.set_viewport_size({"width": 520, "height": 900})        # narrow: the ms/frame legend wraps
+    try:
+        page.wait_for_function("""() => { const c = window.alayaStudio.charts[2];
+            return c.legendBoxes && c.legendBoxes.length > 2 && c.canvas.width < 500; }""", timeout=30_000)
+        boxes, width = page.evaluate("[window.alayaStudio.charts[2].legendBoxes, window.alayaStudio.charts[2].canvas.width]")
+        assert all(b["x"] + b["width"] <= width for b in boxes), (boxes, width)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_the_timeline_info_follows_the_frame_on_screen(page):
+    now = page.locator("#tl-now")
+    first = wait_until(lambda: now.inner_text(), 20, "no current frame shown")
+    wait_until(lambda: now.inner_text() not in ("", first), 20, "the timeline info never updates")
+    assert now.inner_text().startswith("· now frame ") and ", block #" in now.inner_text()
+    assert "starts at frame" in page.locator("#tl-info").inner_text()
