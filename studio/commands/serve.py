@@ -20,6 +20,16 @@ def register(sub) -> None:
     p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
     p.add_argument("--size", default="416x224", help="default session size WxH")
     p.add_argument("--fps", type=float, default=30.0, help="default session frame rate")
+    ice = p.add_argument_group("ICE (reaching the studio from other networks; see docs/deploy.md)")
+    ice.add_argument("--ice-server", action="append", default=[], metavar="URL",
+                     help="stun:HOST[:PORT], turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]; repeatable")
+    ice.add_argument("--turn-user", help="TURN long-term credentials: user (with --turn-password)")
+    ice.add_argument("--turn-password", help="TURN long-term credentials: password")
+    ice.add_argument("--turn-secret", help="TURN REST API shared secret (coturn use-auth-secret): the studio mints "
+                     "time-limited credentials per peer")
+    ice.add_argument("--ice-transport-policy", choices=("all", "relay"), default="all",
+                     help="relay: every peer connects through the TURN server (locked-down networks)")
+    p.add_argument("--max-watchers", type=int, default=10, help="audience peers per session (watch links, WHEP)")
     p.set_defaults(func=run)
 
 
@@ -36,13 +46,23 @@ def settings_from_args(args):
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
         raise UserError(f"{args.weights} is not a directory", "--weights")
+    if args.max_watchers < 0:
+        raise UserError(f"{args.max_watchers} must be 0 or more", "--max-watchers")
     options = {"weights": str(args.weights)} if args.weights else {}
     if args.renderer == "flash":
         # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
         options["unknown_prompt"] = "presets"
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=width, height=height, fps=args.fps)
+                    width=width, height=height, fps=args.fps, ice=ice_from_args(args),
+                    max_watchers=args.max_watchers)
+
+
+def ice_from_args(args):
+    from webrtc.ice import IceConfig
+
+    return IceConfig(tuple(args.ice_server), turn_user=args.turn_user, turn_password=args.turn_password,
+                     turn_secret=args.turn_secret, policy=args.ice_transport_policy)
 
 
 def expose_warning(settings) -> str | None:

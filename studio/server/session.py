@@ -23,6 +23,7 @@ from alaya_errors import UserError
 from gbuffer.source import LiveSource
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
+from studio.server.audience import Audience
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
@@ -55,7 +56,8 @@ class FrameStatus:
 
 class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
-                 stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop):
+                 stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
+                 max_watchers: int = 10):
         self.id = session_id
         self.rollout = rollout
         self.fps = fps
@@ -89,6 +91,7 @@ class LiveSession:
         self.on_closed: Callable[["LiveSession"], None] | None = None
         self.pc = None  # the RTCPeerConnection, set by the session manager
         self.on_ended: Callable[["LiveSession"], None] | None = None  # called from the worker thread
+        self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -101,6 +104,7 @@ class LiveSession:
         if self.state == "closed":
             return
         self.state = "closed"
+        await self.audience.close()
         self._stop = True
         self._wake.set()
         self.buffer.close()
@@ -221,6 +225,7 @@ class LiveSession:
                   "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state}
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
+        self.audience.publish(item.video, status)
 
     def attach_channel(self, channel) -> None:
         self.channel = channel
@@ -240,7 +245,8 @@ class LiveSession:
         return {"type": "hello", "protocol": dc.PROTOCOL_VERSION, "session_id": self.id,
                 "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
                 "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
-                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec}
+                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec,
+                "watch": self.audience.share()}
 
     def handle_message(self, message: str | bytes) -> None:
         """One data-channel message; a bad one answers an error and changes nothing."""

@@ -6,6 +6,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webrtc.ice import IceConfig
+
 
 @dataclass
 class Settings:
@@ -27,6 +29,8 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    ice: IceConfig = field(default_factory=IceConfig)  # STUN/TURN for the page and the server's peers
+    max_watchers: int = 10            # audience peers (watch page, WHEP) per session
 
     @property
     def loopback(self) -> bool:
