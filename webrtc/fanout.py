@@ -6,6 +6,8 @@ one codec share one `SharedEncoder`, which encodes a frame the first time it is 
 senders from its cache (the RTP payloads are packetized once; each sender wraps them in its own RTP headers).
 
 A keyframe asked for by any peer (a new watcher, a lost packet) is the next frame's keyframe for all of them.
+A frame older than the newest encoded one that is no longer cached is skipped, never encoded again: the codec
+has moved on, and encoding the past would corrupt everyone's stream.
 A watcher whose sender falls behind does not hold the others back: its queue is bounded, and on overflow it
 skips to the newest frame and asks for a keyframe so its decoder recovers at once.
 """
@@ -24,8 +26,8 @@ from aiortc.mediastreams import MediaStreamError
 from webrtc.encoders import EncoderSettings, install_encoder, make_encoder
 
 ESTIMATE_WINDOW_S = 3.0   # receivers' bitrate estimates (REMB, about one a second each) taken into account
-CACHE_FRAMES = 8           # encoded frames kept for senders that ask later (they are at most a few frames apart)
 WATCHER_QUEUE = 30         # frames a watcher may lag before it skips ahead (one second at 30 fps)
+CACHE_FRAMES = WATCHER_QUEUE + 2  # encoded frames kept for the senders that ask later
 
 
 class SharedEncoder:
@@ -40,6 +42,7 @@ class SharedEncoder:
             collections.OrderedDict()
         self._keyframe_due = False
         self._estimates: collections.deque[tuple[float, int]] = collections.deque()
+        self._newest_pts = -1
 
     @property
     def target_bitrate(self) -> int:
@@ -65,10 +68,14 @@ class SharedEncoder:
                 if force_keyframe:
                     self._keyframe_due = True   # this frame is out already: the next one is a keyframe
                 return hit[1]
+            if frame.pts is not None and frame.pts <= self._newest_pts:
+                self._keyframe_due = True  # a sender far behind: it skips this frame and resyncs at a keyframe
+                return [], 0
             keyframe = force_keyframe or self._keyframe_due
             self._keyframe_due = False
             result = self.inner.encode(frame, keyframe)
             self.frames_encoded += 1
+            self._newest_pts = frame.pts if frame.pts is not None else self._newest_pts
             # the frame is kept with its result, so its id() cannot be reused while it is cached
             self._cache[id(frame)] = (frame, result)
             while len(self._cache) > CACHE_FRAMES:
