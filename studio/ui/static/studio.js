@@ -48,7 +48,10 @@
     async connect(source) {
       this.disconnect();
       this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
-      const pc = new RTCPeerConnection(); this.pc = pc;
+      const { iceConfiguration, watchIce } = await import("/webrtc/ice.js");  // ICE servers: the studio's
+      const ice = await iceConfiguration();
+      const pc = new RTCPeerConnection(ice); this.pc = pc;
+      const iceWatch = watchIce(pc, ice, (msg) => { if (pc === this.pc) this.say(msg); });
       pc.addTransceiver("video", { direction: "recvonly" });
       const channel = pc.createDataChannel("control"); this.channel = channel;
       channel.onmessage = (ev) => this.onMessage(JSON.parse(ev.data));
@@ -70,6 +73,8 @@
           if (pc.iceGatheringState === "complete") { clearTimeout(t); done(); }
         });
       });
+      const iceProblem = iceWatch.problem();
+      if (iceProblem) { this.say(iceProblem); this.overlay("ICE failed"); return; }
       this.overlay("connecting…");
       try {
         const answer = await api("POST", "/api/webrtc/offer", { sdp: pc.localDescription.sdp, type: "offer", source,
