@@ -40,9 +40,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def start_server(port: int, max_sessions: int, renderer: str) -> subprocess.Popen:
+def start_server(port: int, max_sessions: int, renderer: str, extra: list[str] = ()) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--max-sessions",
-                               str(max_sessions), "--renderer", renderer], cwd=ROOT)
+                               str(max_sessions), "--renderer", renderer, *extra], cwd=ROOT)
     deadline = time.monotonic() + 60
     while True:
         try:

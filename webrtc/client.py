@@ -141,10 +141,10 @@ class StudioViewer:
             return None
         return await self.wait_until(find, timeout, f"a {kind!r} message {fields or ''}")
 
-    async def send(self, message: dict | str) -> int:
+    async def send(self, message: dict | str | bytes) -> int:
         """Send a message; returns the index in `messages` from which its answer can be looked for."""
         mark = len(self.messages)
-        self.channel.send(message if isinstance(message, str) else json.dumps(message))
+        self.channel.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
         return mark
 
     def statuses(self) -> list[dict]:
