@@ -291,13 +291,15 @@ def test_garbage_whep_offers_get_4xx_json(watched, real_offer_sdp, data):
     content = (garbled(real_offer_sdp, data).encode() if body == "garbled" else
                data.draw(st.text(max_size=80)).encode("utf-8", "surrogateescape") if body == "text" else
                data.draw(st.binary(max_size=80)))
-    key = data.draw(st.sampled_from([session.audience.key, session.audience.key[:-1], "", "x"]))
-    headers = {"Authorization": f"Bearer {key}",
+    key = data.draw(st.sampled_from([session.audience.key, session.audience.key[:-1], "x", "ünï"]))
+    headers = {"Authorization": f"Bearer {key}".encode(),
                "Content-Type": data.draw(st.sampled_from(["application/sdp", "application/SDP; charset=utf-8",
                                                           "text/plain", "application/json", ""]))}
     res = httpx.post(f"{studio.url}/whep/{session.id}", content=content, headers=headers, timeout=30)
-    if res.status_code == 201:  # a garbled-but-valid SDP: a watcher that never connects and is dropped
+    if res.status_code == 201:  # a garbled-but-valid SDP: a watcher that would never connect; end it now
         assert res.headers["location"].startswith(f"/whep/{session.id}/")
+        bearer = {"Authorization": f"Bearer {session.audience.key}"}
+        assert httpx.delete(studio.url + res.headers["location"], headers=bearer).status_code == 200
         return
     assert res.status_code in (400, 401, 415, 503), (res.status_code, res.text)
     error = res.json()["error"]

@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from studio.server.ice import close_peer
 from webrtc import protocol as dc
 from webrtc.fanout import FanOut, WatcherTrack
 
@@ -86,7 +87,7 @@ class Audience:
         if watcher is None:
             return False
         watcher.track.stop()
-        await watcher.pc.close()
+        await close_peer(watcher.pc)
         return True
 
     async def close(self, reason: str = ENDED) -> None:

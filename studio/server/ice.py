@@ -4,6 +4,7 @@ and the page's ICE helper script (`GET /webrtc/ice.js`)."""
 
 from __future__ import annotations
 
+import logging
 from importlib.resources import files
 
 from aiortc import RTCPeerConnection
@@ -12,6 +13,7 @@ from fastapi.responses import Response
 
 from webrtc.ice import IceConfig
 
+log = logging.getLogger("alaya.ice")
 router = APIRouter(tags=["webrtc"])
 
 
@@ -24,12 +26,22 @@ def peer_connection(ice: IceConfig, label: str) -> RTCPeerConnection:
     return RTCPeerConnection(ice.for_aiortc(label))
 
 
+async def close_peer(pc: RTCPeerConnection) -> None:
+    """Close a peer whose negotiation failed halfway: aiortc's close() itself can fail then (a transceiver
+    left without a transport by an offer that dropped its bundle's m-line), and that must not turn a bad offer
+    into a server error."""
+    try:
+        await pc.close()
+    except Exception as exc:  # the peer is unusable either way; its sockets go with it
+        log.debug("closing a half-negotiated peer: %s: %s", type(exc).__name__, exc)
+
+
 async def require_relay(pc: RTCPeerConnection, ice: IceConfig) -> None:
     """After setLocalDescription: a relay-only studio whose TURN server gave no address fails now, with a
     message naming the server, instead of leaving the browser to wait for ICE that cannot succeed."""
     problem = ice.relay_missing(pc.localDescription.sdp)
     if problem is not None:
-        await pc.close()
+        await close_peer(pc)
         raise IceFailed(problem)
 
 

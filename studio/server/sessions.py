@@ -19,7 +19,7 @@ from gbuffer.feed import FeedHub, FeedSource
 from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, create_renderer
 from studio.rollout import Rollout
-from studio.server.ice import peer_connection, require_relay
+from studio.server.ice import close_peer, peer_connection, require_relay
 from studio.server.models import SIZE_PATTERN, OfferAnswer, OfferRequest
 from studio.server.session import LiveSession
 from studio.server.settings import Settings
@@ -198,7 +198,7 @@ class SessionManager:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=req.sdp, type="offer"))
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
-            await pc.close()
+            await close_peer(pc)
             raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
         await require_relay(pc, self.settings.ice)
         codec = transceiver._codecs[0]  # negotiated, in our preference order

@@ -12,7 +12,7 @@ import secrets
 from aiortc import RTCSessionDescription
 
 from studio.server.audience import Watcher
-from studio.server.ice import peer_connection, require_relay
+from studio.server.ice import close_peer, peer_connection, require_relay
 from studio.server.sessions import OfferError
 from studio.server.settings import Settings
 from webrtc.encoders import prefer_codecs
@@ -55,7 +55,7 @@ async def admit(session, sdp: str, settings: Settings) -> tuple[Watcher, str]:
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             track.stop()
-            await pc.close()
+            await close_peer(pc)
             raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
         await require_relay(pc, settings.ice)
         mime = transceiver._codecs[0].mimeType  # negotiated, in our preference order
