@@ -73,7 +73,9 @@ def expose_warning(settings) -> str | None:
         settings.token = secrets.token_urlsafe(16)
     return (f"warning: listening on {settings.host}, reachable from other machines: anyone who can reach it can "
             f"watch and start sessions, and engine feeds must present the token {settings.token} "
-            "(Authorization: Bearer TOKEN)")
+            "(Authorization: Bearer TOKEN)"
+            + ("" if settings.ice.servers else "; visitors on other networks (behind NAT) may need a TURN server: "
+               "--ice-server turn:HOST --turn-secret S, see docs/deploy.md"))
 
 
 def run(args) -> int:
