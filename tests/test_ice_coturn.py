@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -27,8 +28,8 @@ pytestmark = [pytest.mark.skipif(TURNSERVER is None, reason="needs coturn's turn
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}")]
 
 # The selected candidate pair and decoded frames, from the page's own RTCPeerConnection (`pc` in /player).
-SELECTED_PAIR = """async () => {
-  const stats = await pc.getStats(); let pair = null, frames = 0;
+SELECTED_PAIR = """async (peer) => {
+  const stats = await (peer || pc).getStats(); let pair = null, frames = 0;
   stats.forEach((r) => {
     if (r.type === "transport" && r.selectedCandidatePairId) pair = stats.get(r.selectedCandidatePairId);
     if (r.type === "inbound-rtp" && r.kind === "video") frames = r.framesDecoded;
@@ -53,6 +54,18 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield browser
         browser.close()
+
+
+def playing_pair(page, expression: str = SELECTED_PAIR, timeout: float = 120.0) -> dict:
+    """The page's selected candidate pair once more than 10 frames decoded over it (getStats is a promise, which
+    wait_for_function does not await: polled here)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = page.evaluate(expression)
+        if stats.get("local") and stats["frames"] > 10:
+            return stats
+        assert time.monotonic() < deadline, f"no frames over a selected pair within {timeout:g} s: {stats}"
+        page.wait_for_timeout(250)
 
 
 def run(coro):
@@ -100,9 +113,7 @@ def test_relay_only_chromium_plays_through_coturn(browser, mode, caplog):
             try:
                 play(page, studio.url)
                 page.wait_for_function("document.getElementById('video').currentTime > 0.5", timeout=90_000)
-                page.wait_for_function(f"({SELECTED_PAIR})().then((s) => s.frames > 10 && s.local)",
-                                       timeout=30_000)
-                selected = page.evaluate(SELECTED_PAIR)
+                selected = playing_pair(page)
                 assert selected["local"] == "relay" and selected["state"] == "succeeded", selected
                 (session,) = studio.sessions.values()
                 assert " typ relay" in session.pc.localDescription.sdp
@@ -111,6 +122,25 @@ def test_relay_only_chromium_plays_through_coturn(browser, mode, caplog):
                 page.close()
     logged = caplog.text + turn.log_text()
     assert PASSWORD not in logged and SECRET not in logged
+
+
+def test_the_studio_page_relays_through_coturn_too(browser, tmp_path):
+    """The studio page (Gradio) builds its RTCPeerConnection from the studio's ICE settings as well."""
+    from studio.ui import mount_ui
+
+    with Coturn(secret=SECRET) as turn:
+        server = BackgroundServer(studio_settings(servers=(turn.url,), turn_secret=SECRET, policy="relay"))
+        mount_ui(server.app, cache_dir=tmp_path, prewarm_thumbnails=False)
+        with server as studio:
+            page = browser.new_page()
+            try:
+                page.goto(studio.url + "/?size=160x96")
+                studio_pair = f"() => ({SELECTED_PAIR})(window.alayaStudio.pc)"
+                page.wait_for_function("window.alayaStudio && window.alayaStudio.pc", timeout=120_000)
+                selected = playing_pair(page, studio_pair)
+                assert selected["local"] == "relay" and selected["state"] == "succeeded", selected
+            finally:
+                page.close()
 
 
 @pytest.mark.parametrize("mode", ["static user", "REST secret"])
@@ -156,7 +186,7 @@ def test_coturn_stopped_mid_session_ends_that_session_only(browser):
         try:
             play(page, studio.url)
             page.wait_for_function("document.getElementById('video').currentTime > 0.5", timeout=90_000)
-            assert page.evaluate(SELECTED_PAIR)["local"] == "relay"
+            assert playing_pair(page)["local"] == "relay"
             (relayed,) = studio.sessions
 
             async def direct_viewer_outlives_coturn() -> None:
