@@ -73,9 +73,10 @@ class SharedEncoder:
                 return [], 0
             keyframe = force_keyframe or self._keyframe_due
             self._keyframe_due = False
+            pts = frame.pts  # before encoding: PyAV rebases the frame's pts to the codec's time base
             result = self.inner.encode(frame, keyframe)
             self.frames_encoded += 1
-            self._newest_pts = frame.pts if frame.pts is not None else self._newest_pts
+            self._newest_pts = pts if pts is not None else self._newest_pts
             # the frame is kept with its result, so its id() cannot be reused while it is cached
             self._cache[id(frame)] = (frame, result)
             while len(self._cache) > CACHE_FRAMES:
