@@ -40,6 +40,13 @@ def test_a_secret_mints_fresh_credentials_per_peer_and_is_never_shown():
     assert "do-not-leak" not in repr(ice) + repr(ice.ice_servers("a")) + str(a) + str(b)
 
 
+def test_whep_answers_name_the_servers_in_link_headers():
+    ice = IceConfig(("stun:s.example.org", "turn:t.example.org"), turn_user="u", turn_password="p")
+    assert ice.link_header() == ('<stun:s.example.org>; rel="ice-server", <turn:t.example.org>; rel="ice-server"; '
+                                 'username="u"; credential="p"; credential-type="password"')
+    assert IceConfig().link_header() is None
+
+
 def test_no_ice_servers_means_none_at_all():
     """Not aiortc's default (Google's public STUN server): on a LAN and on one machine nothing is needed."""
     assert IceConfig().for_aiortc("x").iceServers == [] and IceConfig().for_browser()["iceServers"] == []

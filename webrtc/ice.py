@@ -133,6 +133,19 @@ class IceConfig:
         servers = [RTCIceServer(list(s.urls), s.username, s.credential) for s in self.ice_servers(label)]
         return RTCConfiguration(iceServers=servers, iceTransportPolicy=RTCIceTransportPolicy(self.policy))
 
+    def link_header(self, label: str | None = None) -> str | None:
+        """The servers as WHIP/WHEP `Link: <url>; rel="ice-server"` entries (one header, comma-separated), for
+        players that take their ICE servers from the endpoint; None without servers."""
+        links = []
+        for server in self.ice_servers(label):
+            for url in server.urls:
+                link = f'<{url}>; rel="ice-server"'
+                if server.username is not None:
+                    link += f'; username="{server.username}"; credential="{server.credential}"; ' \
+                            'credential-type="password"'
+                links.append(link)
+        return ", ".join(links) or None
+
     def relay_missing(self, sdp: str) -> str | None:
         """When relay is required and `sdp` (our own answer) has no relay candidate: the message that says so."""
         if self.policy != "relay" or " typ relay" in sdp:

@@ -3,7 +3,8 @@
 - `POST /whep/{session_id}` (body `application/sdp`, `Authorization: Bearer KEY`) → 201, the SDP answer and a
   `Location` for this playback; `DELETE` that location → 200. WHEP is the WebRTC-HTTP Egress Protocol
   (draft-ietf-wish-whep), so standard players can pull a session. KEY is the session's watch key (the owner's
-  `hello.watch.key`) or the studio's `--token`. Trickle ICE (PATCH) is not offered: answers carry every
+  `hello.watch.key`) or the studio's `--token`. The 201 also lists the studio's ICE servers as
+  `Link: <url>; rel="ice-server"` headers. Trickle ICE (PATCH) is not offered: answers carry every
   candidate.
 - `GET /studio/watch/{session_id}?key=KEY`: the read-only watch page (video, active prompt, frame), itself a
   WHEP client that also opens a data channel for the session's status.
@@ -61,9 +62,12 @@ async def whep_offer(session_id: str, request: Request) -> Response:
         sdp = body.decode("utf-8")
     except UnicodeDecodeError:
         raise HTTPException(400, "the SDP offer is not UTF-8 text") from None
-    watcher, answer = await watchers.admit(session, sdp, request.app.state.settings)
-    return Response(answer, status_code=201, media_type=SDP,
-                    headers={"Location": f"/whep/{session_id}/{watcher.id}"})
+    settings = request.app.state.settings
+    watcher, answer = await watchers.admit(session, sdp, settings)
+    headers = {"Location": f"/whep/{session_id}/{watcher.id}"}
+    if (links := settings.ice.link_header(f"{session_id}-w")) is not None:
+        headers["Link"] = links  # the studio's STUN/TURN servers, for players that use them (ICE restarts)
+    return Response(answer, status_code=201, media_type=SDP, headers=headers)
 
 
 @router.delete("/whep/{session_id}/{watcher_id}", responses=ERRORS)
