@@ -276,7 +276,7 @@ def watched(tmp_path_factory):
     write_npy_windows((synthetic_gbuffer(32, 16, i / 30, i) for i in range(24)), data / "tiny")
     loop = LoopThread()
     with BackgroundServer(Settings(port=0, max_sessions=1, max_watchers=2, data_dir=data,
-                                   connect_timeout_s=3)) as server:
+                                   connect_timeout_s=30)) as server:
         owner = loop.run(start_owner(server.url, source="tiny", size="32x16"))
         yield server, server.sessions[owner.session_id], loop
         loop.run(owner.close())

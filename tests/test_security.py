@@ -140,8 +140,9 @@ def watched(tmp_path_factory):
     data = tmp_path_factory.mktemp("watched")
     write_npy_windows([synthetic_gbuffer(64, 32, i / 30, i) for i in range(30)], data / "seq")
     loop = LoopThread()
+    # watchers here are answered but never connect: they must stay until the test DELETEs them
     with BackgroundServer(Settings(port=0, max_sessions=2, max_watchers=1, data_dir=data, token=TOKEN,
-                                   connect_timeout_s=20)) as server:
+                                   connect_timeout_s=120)) as server:
         owner = loop.run(start_owner(server.url, source="seq", size="64x32"))
         yield server, server.sessions[owner.session_id], loop
         loop.run(owner.close())
