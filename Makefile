@@ -4,7 +4,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium
+APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium coturn
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup studio test test-repeat system-packages

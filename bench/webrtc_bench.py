@@ -43,9 +43,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def start_server(port: int, max_sessions: int, renderer: str, takes_dir: str) -> subprocess.Popen:
+def start_server(port: int, max_sessions: int, renderer: str, extra: list[str] = ()) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--max-sessions",
-                               str(max_sessions), "--renderer", renderer, "--takes-dir", takes_dir], cwd=ROOT)
+                               str(max_sessions), "--renderer", renderer, *extra], cwd=ROOT)
     deadline = time.monotonic() + 180   # importing Gradio and torch on a busy machine
     while True:
         try:
@@ -107,7 +107,7 @@ def main() -> int:
     takes = [t.strip() == "on" for t in args.takes.split(",")]
     port = free_port()
     takes_dir = tempfile.TemporaryDirectory(prefix="alaya-bench-takes-")
-    server = start_server(port, max(counts), args.renderer, takes_dir.name)
+    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name])
     results = []
     try:
         for size in args.sizes.split(","):

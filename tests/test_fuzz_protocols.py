@@ -1,5 +1,5 @@
-"""Fuzzed wire input: data-channel messages (parser and a running session), engine-feed hellos and frames, and
-WebRTC offers posted to a running studio. Each gives a clear error (ProtocolError / FeedError / HTTP 4xx JSON)
+"""Fuzzed wire input: data-channel messages (parser and a running session), engine-feed hellos and frames,
+WebRTC offers posted to a running studio, and WHEP offers and watcher messages on a watched session. Each gives a clear error (ProtocolError / FeedError / HTTP 4xx JSON)
 or a valid result; a live session survives every message."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from websockets.sync.client import connect
 from gbuffer.feed.protocol import FRAME_HEADER, FRAME_MAGIC, FeedError, FeedLimits, Hello, decode_frame, parse_hello
 from gbuffer.formats import open_sequence, write_npy_windows
 from helpers.fuzz import fuzz_settings, outcome
+from helpers.loop import LoopThread
+from helpers.watch import recvonly_offer_sdp, start_owner
 from prompt_presets import REPORT_STYLES
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
@@ -29,6 +31,7 @@ from studio.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from studio.server.session import LiveSession
+from webrtc.client import WhepViewer
 from webrtc.protocol import KEYS, MESSAGE_TYPES, ProtocolError, parse_client_message
 
 scalars = st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats() | st.text(max_size=10)
@@ -189,17 +192,7 @@ def studio(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def real_offer_sdp() -> str:
-    async def make() -> str:
-        from aiortc import RTCPeerConnection
-
-        pc = RTCPeerConnection()
-        pc.addTransceiver("video", direction="recvonly")
-        pc.createDataChannel("control")
-        await pc.setLocalDescription(await pc.createOffer())
-        sdp = pc.localDescription.sdp
-        await pc.close()
-        return sdp
-    return Sdp(asyncio.run(make()))
+    return Sdp(asyncio.run(recvonly_offer_sdp(data_channel=True)))
 
 
 class Sdp(str):
@@ -272,3 +265,70 @@ def test_a_deeply_nested_feed_hello_closes_the_feed_with_a_reason(studio):
             ws.recv(timeout=10)
     assert closed.value.rcvd.code == 4400 and "nested too deeply" in closed.value.rcvd.reason
 
+
+
+# ---- WHEP and watchers on a watched session ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """A live owner session on its own studio (two watchers at most); yields (studio, session, loop)."""
+    data = tmp_path_factory.mktemp("watched")
+    write_npy_windows((synthetic_gbuffer(32, 16, i / 30, i) for i in range(24)), data / "tiny")
+    loop = LoopThread()
+    with BackgroundServer(Settings(port=0, max_sessions=1, max_watchers=2, data_dir=data,
+                                   connect_timeout_s=30)) as server:
+        owner = loop.run(start_owner(server.url, source="tiny", size="32x16"))
+        yield server, server.sessions[owner.session_id], loop
+        loop.run(owner.close())
+    loop.close()
+
+
+@fuzz_settings(60, deadline_ms=20_000)
+@given(data=st.data())
+def test_garbage_whep_offers_get_4xx_json(watched, real_offer_sdp, data):
+    studio, session, _ = watched
+    body = data.draw(st.sampled_from(["garbled", "text", "binary"]))
+    content = (garbled(real_offer_sdp, data).encode() if body == "garbled" else
+               data.draw(st.text(max_size=80)).encode("utf-8", "surrogateescape") if body == "text" else
+               data.draw(st.binary(max_size=80)))
+    key = data.draw(st.sampled_from([session.audience.key, session.audience.key[:-1], "x", "ünï"]))
+    headers = {"Authorization": f"Bearer {key}".encode(),
+               "Content-Type": data.draw(st.sampled_from(["application/sdp", "application/SDP; charset=utf-8",
+                                                          "text/plain", "application/json", ""]))}
+    res = httpx.post(f"{studio.url}/whep/{session.id}", content=content, headers=headers, timeout=30)
+    if res.status_code == 201:  # a garbled-but-valid SDP: a watcher that would never connect; end it now
+        assert res.headers["location"].startswith(f"/whep/{session.id}/")
+        bearer = {"Authorization": f"Bearer {session.audience.key}"}
+        assert httpx.delete(studio.url + res.headers["location"], headers=bearer).status_code == 200
+        return
+    assert res.status_code in (400, 401, 415, 503), (res.status_code, res.text)
+    error = res.json()["error"]
+    assert error and "\n" not in error and session.audience.key not in error, error
+
+
+@pytest.fixture(scope="module")
+def watcher(watched):
+    """One watcher with the status channel, for all the fuzzed messages."""
+    studio, session, loop = watched
+    viewer = loop.run(WhepViewer(studio.url, session.id, session.audience.key, status=True, keep_pixels=False).start())
+    yield viewer
+    loop.run(viewer.close())
+
+
+@fuzz_settings(100, deadline_ms=20_000)
+@given(message=messages.filter(lambda m: len(m) < 60_000))  # within one SCTP message
+def test_a_watcher_is_refused_or_answered_for_any_message(watched, watcher, message):
+    loop = watched[2]
+    mark = len(watcher.messages)
+    loop.run(watcher.send(message))
+    reply = loop.run(watcher.wait_until(lambda: [m for m in watcher.messages[mark:] if m["type"] in ("error", "stats")],
+                                        20, "an answer"))[0]
+    assert reply["type"] == "stats" or ("\n" not in reply["message"] and (
+        reply["request"] is None or "watchers cannot control" in reply["message"])), reply
+
+
+def test_the_watched_session_is_untouched_after_the_garbage(watched, watcher):
+    studio, session, loop = watched
+    loop.run(watcher.wait_frames(len(watcher.frames) + 5))
+    segments = session.rollout.schedule.to_json()["segments"]
+    assert session.state == "playing" and len(segments) == 1 and session.id in studio.sessions

@@ -1,5 +1,6 @@
 """Security: sequence names cannot leave the data directory, offers never read files they name, and engine feeds
-need the configured token. (Uploads belong to the UI and are tested there.)"""
+need the configured token; watch links and WHEP need the session's watch key (or the token), DELETE only once,
+and a session's audience is capped. (Uploads belong to the UI and are tested there.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from websockets.sync.client import connect
 
 from gbuffer.feed.protocol import Hello
 from gbuffer.formats import write_npy_windows
+from helpers.loop import LoopThread
+from helpers.watch import recvonly_offer_sdp, start_owner
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings
 from studio.server.background import BackgroundServer
@@ -126,3 +129,117 @@ def test_feed_names_cannot_carry_paths(studio):
             with pytest.raises(ConnectionClosed) as closed:
                 ws.recv(timeout=10)
         assert closed.value.rcvd.code == 4400 and "hello.name" in closed.value.rcvd.reason
+
+
+# ---- watch keys and WHEP -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """A studio (server token TOKEN, one watcher per session) with a live owner session; yields
+    (studio, session, loop) where `loop` runs aiortc peers."""
+    data = tmp_path_factory.mktemp("watched")
+    write_npy_windows([synthetic_gbuffer(64, 32, i / 30, i) for i in range(30)], data / "seq")
+    loop = LoopThread()
+    # watchers here are answered but never connect: they must stay until the test DELETEs them
+    with BackgroundServer(Settings(port=0, max_sessions=2, max_watchers=1, data_dir=data, token=TOKEN,
+                                   connect_timeout_s=120)) as server:
+        owner = loop.run(start_owner(server.url, source="seq", size="64x32"))
+        yield server, server.sessions[owner.session_id], loop
+        loop.run(owner.close())
+    loop.close()
+
+
+def whep_offer_sdp(loop) -> str:
+    return loop.run(recvonly_offer_sdp())
+
+
+def whep_post(studio, session_id: str, auth: str | None, sdp: str = "v=0\r\n") -> httpx.Response:
+    headers = {"Content-Type": "application/sdp", **({"Authorization": auth.encode()} if auth is not None else {})}
+    return httpx.post(f"{studio.url}/whep/{session_id}", content=sdp, headers=headers, timeout=30)
+
+
+def test_watch_keys_are_long_random_and_per_session(watched):
+    studio, session, _ = watched
+    key = session.audience.key
+    assert len(key) >= 32 and key not in (session.id, TOKEN)
+    from studio.server.audience import Audience
+    assert len({Audience(session).key for _ in range(100)}) == 100
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer", "Bearer wrong", "Basic {key}", "{key}",
+                                  "Bearer {key}x", "Bearer {short}", "Bearer ünïcode", "Bearer {key} {key}"])
+def test_whep_without_the_right_key_is_401(watched, auth):
+    studio, session, _ = watched
+    key = session.audience.key
+    if auth is not None:
+        auth = auth.format(key=key, short=key[:-1])
+    res = whep_post(studio, session.id, auth)
+    assert res.status_code == 401 and "watch key" in res.json()["error"], res.text
+    assert res.headers["www-authenticate"].startswith("Bearer")
+    assert key not in res.text
+
+
+def test_watch_links_without_the_right_key_are_401(watched):
+    studio, session, _ = watched
+    for query in ("", "?key=", "?key=wrong", f"?key={session.audience.key[:-1]}", f"?key={session.id}"):
+        res = httpx.get(f"{studio.url}/studio/watch/{session.id}{query}")
+        assert res.status_code == 401 and session.audience.key not in res.text
+    assert httpx.get(f"{studio.url}/studio/watch/{session.id}?key={session.audience.key}").status_code == 200
+
+
+def test_unknown_sessions_and_bad_bodies_are_4xx_before_any_peer_is_made(watched):
+    studio, session, loop = watched
+    bearer = f"Bearer {session.audience.key}"
+    assert whep_post(studio, "nope", bearer).status_code == 404
+    assert whep_post(studio, "..%2F..%2Fapi%2Fhealth", bearer).status_code == 404
+    wrong_type = httpx.post(f"{studio.url}/whep/{session.id}", json={"sdp": "x"}, headers={"Authorization": bearer})
+    assert wrong_type.status_code == 415
+    assert whep_post(studio, session.id, bearer, "x" * 200_000).status_code == 413
+    not_utf8 = httpx.post(f"{studio.url}/whep/{session.id}", content=b"\xff\xfe", timeout=30,
+                          headers={"Content-Type": "application/sdp", "Authorization": bearer})
+    assert not_utf8.status_code == 400
+    bad_sdp = whep_post(studio, session.id, bearer, "v=0\r\nm=video 9\r\n")
+    assert bad_sdp.status_code == 400 and bad_sdp.json()["where"] == "sdp"
+    assert whep_post(studio, session.id, bearer, "v=0\r\n").json()["where"] == "sdp"  # no video m-line
+    assert session.audience.watchers == {} and session.audience.pending == 0
+
+
+def test_delete_needs_the_key_and_a_replayed_delete_is_404(watched):
+    studio, session, loop = watched
+    res = whep_post(studio, session.id, f"Bearer {TOKEN}", whep_offer_sdp(loop))  # the server token works too
+    assert res.status_code == 201 and res.headers["content-type"].startswith("application/sdp")
+    location = res.headers["location"]
+    assert location.startswith(f"/whep/{session.id}/") and len(location.rsplit("/", 1)[1]) >= 20
+    assert httpx.delete(studio.url + location).status_code == 401
+    assert httpx.delete(studio.url + location, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert len(session.audience.watchers) == 1
+    bearer = {"Authorization": f"Bearer {session.audience.key}"}
+    assert httpx.delete(studio.url + location, headers=bearer).status_code == 200
+    replay = httpx.delete(studio.url + location, headers=bearer)
+    assert replay.status_code == 404 and "already ended" in replay.json()["error"]
+    assert httpx.delete(f"{studio.url}/whep/{session.id}/guess", headers=bearer).status_code == 404
+    assert httpx.patch(studio.url + location, headers=bearer).status_code == 405
+
+
+def test_too_many_watchers_are_503_and_the_slot_frees(watched):
+    studio, session, loop = watched
+    bearer = f"Bearer {session.audience.key}"
+    first = whep_post(studio, session.id, bearer, whep_offer_sdp(loop))
+    assert first.status_code == 201
+    second = whep_post(studio, session.id, bearer, whep_offer_sdp(loop))
+    assert second.status_code == 503 and "already has 1 watcher(s)" in second.json()["error"]
+    assert second.headers["retry-after"]
+    assert httpx.delete(studio.url + first.headers["location"], headers={"Authorization": bearer}).status_code == 200
+    third = whep_post(studio, session.id, bearer, whep_offer_sdp(loop))
+    assert third.status_code == 201
+    httpx.delete(studio.url + third.headers["location"], headers={"Authorization": bearer})
+
+
+def test_the_ice_endpoint_never_hands_out_the_turn_secret():
+    from webrtc.ice import IceConfig
+
+    ice = IceConfig(("turn:127.0.0.1:3478",), turn_secret="do-not-leak")
+    with BackgroundServer(Settings(port=0, ice=ice)) as server:
+        res = httpx.get(f"{server.url}/api/webrtc/ice")
+    assert res.status_code == 200 and "do-not-leak" not in res.text
+    assert "do-not-leak" not in repr(ice) and "do-not-leak" not in repr(Settings(ice=ice))

@@ -264,7 +264,8 @@ def test_vp8_only_peers_get_vp8_with_the_session_bitrate(studio):
             assert all(f.stamp is not None for f in frames)
             session = studio.sessions[viewer.session_id]
             assert session.codec == "video/VP8"
-            assert type(session.encoder).__name__ == "SessionVp8Encoder"
-            assert session.encoder.settings.bitrate == 1_500_000
-            assert session.encoder.codec.gop_size == 60  # a keyframe every 2 s, not aiortc's 3000 frames
+            encoder = session.encoder.inner  # shared with the session's watchers (webrtc.fanout)
+            assert type(encoder).__name__ == "SessionVp8Encoder"
+            assert encoder.settings.bitrate == 1_500_000
+            assert encoder.codec.gop_size == 60  # a keyframe every 2 s, not aiortc's 3000 frames
     run(scenario())

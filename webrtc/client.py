@@ -6,6 +6,9 @@
 
 Decoded frames are kept as `ReceivedFrame`s (stamp read back when the session stamps frames); data-channel
 messages from the server are kept in `messages`.
+
+`WhepViewer` watches a running session the way a WHEP player does (POST /whep/{session}, DELETE when done);
+with `status=True` it also opens a data channel for the session's status, as the watch page does.
 """
 
 from __future__ import annotations
@@ -57,16 +60,19 @@ class StudioViewer:
         self._changed = asyncio.Event()
         self._reader: asyncio.Task | None = None
 
+    wants_channel = True
+
     async def start(self) -> "StudioViewer":
         self.pc = pc = RTCPeerConnection()
         transceiver = pc.addTransceiver("video", direction="recvonly")
         if self.codecs:
             caps = RTCRtpSender.getCapabilities("video").codecs
             transceiver.setCodecPreferences([c for c in caps if c.mimeType in self.codecs])
-        self.channel = pc.createDataChannel("control")
         opened = asyncio.Event()
-        self.channel.on("open", opened.set)
-        self.channel.on("message", self._on_message)
+        if self.wants_channel:
+            self.channel = pc.createDataChannel("control")
+            self.channel.on("open", opened.set)
+            self.channel.on("message", self._on_message)
 
         @pc.on("track")
         def _on_track(track) -> None:
@@ -74,17 +80,26 @@ class StudioViewer:
 
         await pc.setLocalDescription(await pc.createOffer())
         self.offer_started = time.time()
+        try:
+            answer = await self._exchange(pc.localDescription.sdp)
+        except OfferRefused:
+            await pc.close()
+            raise
+        await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
+        if self.channel is not None:
+            await asyncio.wait_for(opened.wait(), 20)
+        return self
+
+    async def _exchange(self, offer_sdp: str) -> str:
+        """Signalling: the offer goes to the studio, its answer's SDP comes back (or OfferRefused)."""
         async with httpx.AsyncClient(timeout=60) as http:
             res = await http.post(f"{self.base_url}/api/webrtc/offer",
-                                  json={"sdp": pc.localDescription.sdp, "type": "offer", **self.options})
+                                  json={"sdp": offer_sdp, "type": "offer", **self.options})
         if res.status_code != 200:
-            await pc.close()
             raise OfferRefused(res.status_code, res.json())
         answer = res.json()
         self.session_id = answer["session_id"]
-        await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
-        await asyncio.wait_for(opened.wait(), 20)
-        return self
+        return answer["sdp"]
 
     def _on_message(self, text: str) -> None:
         self.messages.append(json.loads(text))
@@ -126,10 +141,10 @@ class StudioViewer:
             return None
         return await self.wait_until(find, timeout, f"a {kind!r} message {fields or ''}")
 
-    async def send(self, message: dict | str) -> int:
+    async def send(self, message: dict | str | bytes) -> int:
         """Send a message; returns the index in `messages` from which its answer can be looked for."""
         mark = len(self.messages)
-        self.channel.send(message if isinstance(message, str) else json.dumps(message))
+        self.channel.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
         return mark
 
     def statuses(self) -> list[dict]:
@@ -147,3 +162,33 @@ class StudioViewer:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
+
+
+class WhepViewer(StudioViewer):
+    """A WHEP player of session `session_id`, presenting `key` as its bearer token."""
+
+    def __init__(self, base_url: str, session_id: str, key: str | None, *, status: bool = False, **kwargs: Any):
+        super().__init__(base_url, **kwargs)
+        self.session_id = session_id
+        self.key = key
+        self.wants_channel = status
+        self.location: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"} if self.key is not None else {}
+
+    async def _exchange(self, offer_sdp: str) -> str:
+        async with httpx.AsyncClient(timeout=60) as http:
+            res = await http.post(f"{self.base_url}/whep/{self.session_id}", content=offer_sdp,
+                                  headers={"Content-Type": "application/sdp", **self.headers()})
+        if res.status_code != 201:
+            raise OfferRefused(res.status_code, res.json())
+        self.location = res.headers["location"]
+        return res.text
+
+    async def stop(self) -> httpx.Response:
+        """DELETE the playback resource (WHEP's way to end), then close the peer."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            res = await http.delete(f"{self.base_url}{self.location}", headers=self.headers())
+        await self.close()
+        return res

@@ -6,7 +6,7 @@ We leave those modules alone (other peers in the process keep their defaults) an
 its own encoder object: subclasses that open the codec themselves with this session's bitrate, bounds, frame
 rate and keyframe interval, then let aiortc's code packetize as usual. `install_encoder` puts one on a sender
 before its first frame is encoded (aiortc creates its encoder lazily on the first frame, so the sender's
-private `__encoder` slot is still empty then).
+private `__encoder` slot is still empty then); `webrtc.fanout` shares one per codec among a session's peers.
 """
 
 from __future__ import annotations
@@ -117,11 +117,10 @@ def make_encoder(mime_type: str, settings: EncoderSettings):
     raise ValueError(f"no session encoder for {mime_type}")
 
 
-def install_encoder(sender, mime_type: str, settings: EncoderSettings):
-    """Give `sender` (an RTCRtpSender whose codec is negotiated) our encoder; returns it.
+def install_encoder(sender, encoder):
+    """Give `sender` (an RTCRtpSender whose codec is negotiated, before its first frame) this encoder.
 
     Touches aiortc's private slot on purpose: there is no public API for encoder parameters."""
-    encoder = make_encoder(mime_type, settings)
     sender._RTCRtpSender__encoder = encoder
     return encoder
 

@@ -26,6 +26,16 @@ def register(sub) -> None:
     p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
     p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
     p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
+    ice = p.add_argument_group("ICE (reaching the studio from other networks; see docs/deploy.md)")
+    ice.add_argument("--ice-server", action="append", default=[], metavar="URL",
+                     help="stun:HOST[:PORT], turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]; repeatable")
+    ice.add_argument("--turn-user", help="TURN long-term credentials: user (with --turn-password)")
+    ice.add_argument("--turn-password", help="TURN long-term credentials: password")
+    ice.add_argument("--turn-secret", help="TURN REST API shared secret (coturn use-auth-secret): the studio mints "
+                     "time-limited credentials per peer")
+    ice.add_argument("--ice-transport-policy", choices=("all", "relay"), default="all",
+                     help="relay: every peer connects through the TURN server (locked-down networks)")
+    p.add_argument("--max-watchers", type=int, default=10, help="audience peers per session (watch links, WHEP)")
     p.set_defaults(func=run)
 
 
@@ -45,6 +55,8 @@ def settings_from_args(args):
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
         raise UserError(f"{args.weights} is not a directory", "--weights")
+    if args.max_watchers < 0:
+        raise UserError(f"{args.max_watchers} must be 0 or more", "--max-watchers")
     options = parse_renderer_options(args.renderer_option)
     if options and args.renderer != "flash":
         raise UserError("only the flash renderer takes settings", "--renderer-option")
@@ -59,9 +71,16 @@ def settings_from_args(args):
         options["weights"] = str(args.weights)
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
-                    width=width, height=height, fps=args.fps, takes_dir=args.takes_dir, osc_port=args.osc_port,
-                    osc_host=args.osc_host,
-                    osc_session=args.osc_session)
+                    width=width, height=height, fps=args.fps, ice=ice_from_args(args),
+                    max_watchers=args.max_watchers, takes_dir=args.takes_dir, osc_port=args.osc_port,
+                    osc_host=args.osc_host, osc_session=args.osc_session)
+
+
+def ice_from_args(args):
+    from webrtc.ice import IceConfig
+
+    return IceConfig(tuple(args.ice_server), turn_user=args.turn_user, turn_password=args.turn_password,
+                     turn_secret=args.turn_secret, policy=args.ice_transport_policy)
 
 
 def expose_warning(settings) -> str | None:
@@ -72,7 +91,9 @@ def expose_warning(settings) -> str | None:
         settings.token = secrets.token_urlsafe(16)
     return (f"warning: listening on {settings.host}, reachable from other machines: anyone who can reach it can "
             f"watch and start sessions, and engine feeds must present the token {settings.token} "
-            "(Authorization: Bearer TOKEN)")
+            "(Authorization: Bearer TOKEN)"
+            + ("" if settings.ice.servers else "; visitors on other networks (behind NAT) may need a TURN server: "
+               "--ice-server turn:HOST --turn-secret S, see docs/deploy.md"))
 
 
 def run(args) -> int:

@@ -15,7 +15,8 @@ from alaya_errors import UserError, describe_error, location
 from gbuffer.feed import FeedHub, FeedLimits
 from prompt_presets import matching
 from studio import __version__
-from studio.server import feed_routes, routes
+from studio.server import feed_routes, ice, routes, whep_routes
+from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
@@ -55,6 +56,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     app.include_router(routes.router)
     app.include_router(feed_routes.router)
     mount_offline_docs(app)
+    app.include_router(ice.router)
+    app.include_router(whep_routes.router)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 
@@ -65,6 +68,14 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     @app.exception_handler(StudioFull)
     async def _full(request: Request, exc: StudioFull) -> JSONResponse:
         return JSONResponse({"error": str(exc), "where": None}, status_code=503, headers={"Retry-After": "10"})
+
+    @app.exception_handler(AudienceFull)
+    async def _audience_full(request: Request, exc: AudienceFull) -> JSONResponse:
+        return JSONResponse({"error": str(exc), "where": "watchers"}, status_code=503, headers={"Retry-After": "10"})
+
+    @app.exception_handler(ice.IceFailed)
+    async def _ice_failed(request: Request, exc: ice.IceFailed) -> JSONResponse:
+        return JSONResponse({"error": str(exc), "where": "ice"}, status_code=502)
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:

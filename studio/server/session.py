@@ -25,6 +25,7 @@ from gbuffer.source import LiveSource
 from prompt_presets.matching import when_matching_ready
 from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
+from studio.server.audience import Audience
 from studio.server.metrics import SessionObserver
 from studio.takes import TakeError, TakeRecorder
 from webrtc import protocol as dc
@@ -61,7 +62,7 @@ class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
                  stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
-                 takes_dir: Path | None = None):
+                 takes_dir: Path | None = None, max_watchers: int = 10):
         self.id = session_id
         self.rollout = rollout
         self.fps = fps
@@ -101,6 +102,7 @@ class LiveSession:
         self.pc = None  # the RTCPeerConnection, set by the session manager
         self.watcher: asyncio.Task | None = None  # the manager's peer watchdog for this session
         self.on_ended: Callable[["LiveSession"], None] | None = None  # called from the worker thread
+        self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class LiveSession:
         if self.state == "closed":
             return
         self.state = "closed"
+        await self.audience.close()
         self._stop = True
         self._wake.set()
         self.buffer.close()
@@ -251,6 +254,7 @@ class LiveSession:
                               "seconds": round(time.time() - self.take.info.started_wall, 1)}
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
+        self.audience.publish(item.video, status)
 
     def attach_channel(self, channel) -> None:
         self.channel = channel
@@ -271,7 +275,8 @@ class LiveSession:
                 "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
                 "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
                 "frames": len(self.rollout.source) if self.rollout.recorded else None,
-                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec}
+                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec,
+                "watch": self.audience.share()}
 
     def handle_message(self, message: str | bytes) -> None:
         """One data-channel message; a bad one answers an error and changes nothing."""

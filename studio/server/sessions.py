@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCSessionDescription
 
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, FeedSource
@@ -22,6 +22,7 @@ from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, check_size, create_renderer
 from studio.rollout import Rollout
 from studio.schedule import Schedule
+from studio.server.ice import close_peer, peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
 from studio.server.session import LiveSession
@@ -29,7 +30,7 @@ from studio.server.settings import Settings
 from studio.server.tasks import TaskSet, cancel_and_wait
 from studio.server.timeline import initial_schedule
 from studio.sources import ENGINE_INPUTS, open_source
-from webrtc.encoders import EncoderSettings, install_encoder, prefer_codecs
+from webrtc.encoders import EncoderSettings, prefer_codecs
 from webrtc.stamp import BITS, cell_size
 
 log = logging.getLogger("alaya.sessions")
@@ -168,7 +169,8 @@ class SessionManager:
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
                                   renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at, takes_dir=self.settings.takes_path)
+                                  offered_at=offered_at, takes_dir=self.settings.takes_path,
+                                  max_watchers=self.settings.max_watchers)
             try:
                 answer = await self._negotiate(session, req, plan)
             except BaseException:
@@ -185,7 +187,7 @@ class SessionManager:
             self._pending -= 1
 
     async def _negotiate(self, session: LiveSession, req: OfferRequest, plan: SessionPlan) -> OfferAnswer:
-        pc = RTCPeerConnection()
+        pc = peer_connection(self.settings.ice, session.id)
         session.pc = pc
         transceiver = pc.addTransceiver(session.track, direction="sendonly")
         prefer_codecs(transceiver)
@@ -207,14 +209,16 @@ class SessionManager:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=req.sdp, type="offer"))
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
-            await pc.close()
+            await close_peer(pc)
             raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
+        await require_relay(pc, self.settings.ice)
         codec = transceiver._codecs[0]  # negotiated, in our preference order
         session.codec = codec.mimeType
-        settings = EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate)
+        encoders = session.audience.fanout.encoders  # one encode per codec for the owner and every watcher
+        encoders.settings = EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate)
 
         def _install() -> None:  # first recv(): aiortc has not created its own encoder yet
-            session.encoder = install_encoder(transceiver.sender, codec.mimeType, settings)
+            session.encoder = encoders.install(transceiver.sender, codec.mimeType)
         session.track.on_first_recv = _install
         return OfferAnswer(sdp=pc.localDescription.sdp, type="answer", session_id=session.id)
 

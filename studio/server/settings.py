@@ -6,6 +6,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webrtc.ice import IceConfig
+
 
 @dataclass
 class Settings:
@@ -27,6 +29,8 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    ice: IceConfig = field(default_factory=IceConfig)  # STUN/TURN for the page and the server's peers
+    max_watchers: int = 10            # audience peers (watch page, WHEP) per session
     warm_text_matching: bool = True   # load the free-text matcher at start, not on the first free-text prompt
     takes_dir: Path | None = None     # where takes are recorded; default: DATA_DIR/takes, else ./takes
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off

@@ -9,9 +9,13 @@ const SWITCHES = ["prompt", "preset", "blend", "switch"];
 const messageKind = (request) => SWITCHES.includes(request) ? "prompt" :
   ["schedule", "seek", "loop"].includes(request) ? "timeline" : "session";
 
-// The one place the page builds a peer connection (ICE configuration goes here).
-export function newPeerConnection() {
-  return new RTCPeerConnection();
+// The one place the page builds a peer connection: with the studio's STUN/TURN servers (never hard-coded here),
+// and a watch on ICE that says which server failed and what to check.
+export async function newPeerConnection(say) {
+  const { iceConfiguration, watchIce } = await import("/webrtc/ice.js");
+  const ice = await iceConfiguration();
+  const pc = new RTCPeerConnection(ice);
+  return { pc, iceWatch: watchIce(pc, ice, say) };
 }
 
 async function gatherIce(pc) {
@@ -31,7 +35,8 @@ export const player = {
     if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
     this.connectedSource = source;
     this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
-    const pc = newPeerConnection(); this.pc = pc;
+    const { pc, iceWatch } = await newPeerConnection((msg) => { if (pc === this.pc) this.say(msg); });
+    this.pc = pc;
     pc.addTransceiver("video", { direction: "recvonly" });
     const channel = pc.createDataChannel("control"); this.channel = channel;
     // a closed session's last messages can still arrive: only the current session's count
@@ -47,6 +52,8 @@ export const player = {
       this.video.play().catch(() => {});
     };
     await gatherIce(pc);
+    const iceProblem = iceWatch.problem();
+    if (iceProblem) { this.say(iceProblem); this.overlay("ICE failed"); return; }
     this.overlay("connecting…");
     try {
       const answer = await api("POST", "/api/webrtc/offer", { sdp: pc.localDescription.sdp, type: "offer", source,

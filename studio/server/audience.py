@@ -1,0 +1,128 @@
+"""A session's audience: read-only peers (the watch page, WHEP players) that receive the session's stream.
+
+The session's owner gets a watch key in its `hello`; the key is what a watch link carries (`?key=`) and what a
+WHEP player presents as its bearer token. It is 192 random bits, compared in constant time, and dies with the
+session (its audience goes with it). Watchers get the same encoded frames as the owner (`webrtc.fanout`) and
+the per-frame status (active prompt, frame); they cannot steer the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from studio.server.ice import close_peer
+from studio.server.tasks import TaskSet
+from webrtc import protocol as dc
+from webrtc.fanout import FanOut, WatcherTrack
+
+ENDED = "the session's owner ended it"
+# what a watcher may ask over its data channel (LiveSession method names); everything else steers the session
+WATCHER_REQUESTS = {"stats": "stats"}
+
+
+class AudienceFull(Exception):
+    """The session has as many watchers as the studio allows; answered with HTTP 503."""
+
+
+@dataclass
+class Watcher:
+    id: str
+    pc: Any                                  # RTCPeerConnection
+    track: WatcherTrack
+    channel: Any = None
+    on_gone: list[Callable[[], None]] = field(default_factory=list)
+
+    def send(self, message: dict | str) -> None:
+        channel = self.channel
+        if channel is not None and channel.readyState == "open":
+            channel.send(message if isinstance(message, str) else json.dumps(message))
+
+
+class Audience:
+    def __init__(self, session, limit: int = 10):
+        self.session = session
+        self.limit = limit
+        self.key = secrets.token_urlsafe(24)
+        self.fanout = FanOut()
+        self.watchers: dict[str, Watcher] = {}
+        self.pending = 0
+        self.closed = False
+        self.tasks = TaskSet(f"audience of {session.id}")  # connect timeouts and removals started by callbacks
+
+    # ---- keys -------------------------------------------------------------------------------------------
+
+    def admits(self, presented: str | None, server_token: str | None = None) -> bool:
+        """The session's watch key, or the server's own token, compared in constant time."""
+        if not presented or self.closed:
+            return False
+        given = presented.encode("utf-8", "surrogateescape")
+        ok = hmac.compare_digest(given, self.key.encode())
+        if server_token:
+            ok |= hmac.compare_digest(given, server_token.encode())
+        return ok
+
+    def share(self) -> dict:
+        """What the owner may hand out: the key and the two ways to watch with it."""
+        sid = self.session.id
+        return {"key": self.key, "page": f"/studio/watch/{sid}?key={self.key}", "whep": f"/whep/{sid}",
+                "max_watchers": self.limit}
+
+    # ---- membership ------------------------------------------------------------------------------------
+
+    def reserve(self) -> None:
+        if len(self.watchers) + self.pending >= self.limit:
+            raise AudienceFull(f"session {self.session.id} already has {self.limit} watcher(s), this studio's "
+                               "limit per session; try again when someone leaves")
+        self.pending += 1
+
+    def add(self, watcher: Watcher) -> None:
+        self.watchers[watcher.id] = watcher
+
+    async def remove(self, watcher_id: str) -> bool:
+        """Close one watcher's peer; False if it was not (or no longer) there. The owner is not affected."""
+        watcher = self.watchers.pop(watcher_id, None)
+        if watcher is None:
+            return False
+        watcher.track.stop()
+        await close_peer(watcher.pc)
+        return True
+
+    async def close(self, reason: str = ENDED) -> None:
+        """The session is over: every watcher hears why, then its peer closes."""
+        self.closed = True
+        for watcher in list(self.watchers.values()):
+            watcher.send({"type": "ended", "frame": None, "reason": reason})
+        self.fanout.close()
+        await asyncio.gather(*(self.remove(w) for w in list(self.watchers)))
+        await self.tasks.close()
+
+    # ---- the stream and its status -------------------------------------------------------------------
+
+    def publish(self, frame, status: dict) -> None:
+        """On the event loop, as the session sends `frame`."""
+        if not self.watchers:
+            return
+        self.fanout.publish(frame)
+        text = json.dumps(status)
+        for watcher in list(self.watchers.values()):
+            watcher.send(text)
+
+    def on_message(self, watcher: Watcher, message: str | bytes) -> None:
+        """A watcher's data-channel message: read-only requests are answered, control is refused."""
+        try:
+            msg = dc.parse_client_message(message)
+        except dc.ProtocolError as exc:
+            watcher.send(dc.error_message(exc))
+            return
+        method = WATCHER_REQUESTS.get(msg.type)
+        if method is None:
+            refused = dc.ProtocolError(f"watchers cannot control the session; '{msg.type}' is for its owner",
+                                       msg.type)
+            watcher.send(dc.error_message(refused, msg.type))
+            return
+        watcher.send(getattr(self.session, method)())
