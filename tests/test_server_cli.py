@@ -61,4 +61,4 @@ def test_python_app_py_serves_the_studio():
         assert httpx.get(f"http://127.0.0.1:{port}/docs", timeout=60).status_code == 200
     finally:
         server.terminate()
-        server.wait(15)
+        server.wait(60)

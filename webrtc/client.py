@@ -129,11 +129,13 @@ class StudioViewer:
                 pass
         return value
 
-    async def wait_frames(self, n: int, timeout: float = 60.0) -> list[ReceivedFrame]:
+    # The default timeouts bound a hang, not a speed: on a saturated 2-core machine a stream can drop to a few
+    # frames per second and still be a correct stream.
+    async def wait_frames(self, n: int, timeout: float = 180.0) -> list[ReceivedFrame]:
         await self.wait_until(lambda: len(self.frames) >= n, timeout, f"{n} frames (got {len(self.frames)})")
         return self.frames
 
-    async def wait_message(self, kind: str, timeout: float = 20.0, after: int = 0, **fields: Any) -> dict:
+    async def wait_message(self, kind: str, timeout: float = 60.0, after: int = 0, **fields: Any) -> dict:
         def find():
             for m in self.messages[after:]:
                 if m.get("type") == kind and all(m.get(k) == v for k, v in fields.items()):
