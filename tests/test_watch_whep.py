@@ -140,6 +140,7 @@ def test_watchers_see_ended_when_the_owner_ends(studio):
         page_like = await WhepViewer(studio.url, owner.session_id, key, status=True, keep_pixels=False).start()
         player = await WhepViewer(studio.url, owner.session_id, key, keep_pixels=False).start()
         try:
+            await page_like.wait_message("hello")  # its status channel is open, as on a watch page showing video
             await page_like.wait_frames(5)
             await player.wait_frames(5)
             async with httpx.AsyncClient() as http:

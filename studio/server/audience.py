@@ -21,6 +21,7 @@ from webrtc import protocol as dc
 from webrtc.fanout import FanOut, WatcherTrack
 
 ENDED = "the session's owner ended it"
+ENDED_FLUSH_S = 1.0  # at most this long for the "ended" messages to leave before the watchers' peers close
 # what a watcher may ask over its data channel (LiveSession method names); everything else steers the session
 WATCHER_REQUESTS = {"stats": "stats"}
 
@@ -92,11 +93,21 @@ class Audience:
         await close_peer(watcher.pc)
         return True
 
+    async def _drain(self, timeout_s: float) -> None:
+        """Let queued data-channel messages leave before the peers close (closing aborts SCTP, dropping them)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while any(w.channel is not None and w.channel.readyState == "open" and w.channel.bufferedAmount
+                  for w in self.watchers.values()):
+            if asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(0.02)
+
     async def close(self, reason: str = ENDED) -> None:
         """The session is over: every watcher hears why, then its peer closes."""
         self.closed = True
         for watcher in list(self.watchers.values()):
             watcher.send({"type": "ended", "frame": None, "reason": reason})
+        await self._drain(ENDED_FLUSH_S)
         self.fanout.close()
         await asyncio.gather(*(self.remove(w) for w in list(self.watchers)))
         await self.tasks.close()
