@@ -30,7 +30,8 @@ export const player = {
     this.disconnect();
     if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
     this.connectedSource = source;
-    this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
+    this.source = source; this.$("alaya-source").value = source;
+    this.timeline.extent = 0; this.timeline.playhead = 0;
     const pc = newPeerConnection(); this.pc = pc;
     pc.addTransceiver("video", { direction: "recvonly" });
     const channel = pc.createDataChannel("control"); this.channel = channel;
