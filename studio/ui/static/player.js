@@ -34,7 +34,8 @@ export const player = {
     this.disconnect();
     if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
     this.connectedSource = source;
-    this.source = source; this.$("alaya-source").value = source; this.timeline.extent = 0;
+    this.source = source; this.$("alaya-source").value = source;
+    this.timeline.extent = 0; this.timeline.playhead = 0;
     const { pc, iceWatch } = await newPeerConnection((msg) => { if (pc === this.pc) this.say(msg); });
     this.pc = pc;
     pc.addTransceiver("video", { direction: "recvonly" });

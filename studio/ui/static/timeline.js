@@ -46,7 +46,8 @@ export class Timeline {
     return Math.max(last + MIN_VIEW, MIN_VIEW * 2, this.extent);
   }
   // the frames of the recorded source being played (from the session's hello), or null for a live source
-  setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.render(); }
+  // (a new session: the old one's playhead and the view it grew to are gone with it)
+  setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.playhead = 0; this.render(); }
   blockAt(frame) { let k = 0; while (k + 1 < this.segments.length && this.segments[k + 1].start <= frame) k++; return k; }
   end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
   x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
