@@ -1,4 +1,4 @@
-"""`alaya-studio` console script: serve, render, record, engine, bench, flash, schedule.
+"""`alaya-studio` console script: serve, render, record, engine, bench, flash, schedule, train, eval.
 
 Each subcommand lives in `studio/commands/<name>.py` with `register(subparsers)`, which adds its parser and
 sets `func`. User mistakes (`UserError`) print one line `error: ...` and exit with code 2.
@@ -12,7 +12,7 @@ import sys
 
 from alaya_errors import UserError
 
-COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule")
+COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule", "train", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
