@@ -13,6 +13,8 @@ import sys
 from alaya_errors import UserError
 
 COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule", "train", "eval")
+# Subcommands that parse their own arguments (`train RECORDING...` next to `train codec RECORDING...`).
+OWN_ARGUMENTS = ("train",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in OWN_ARGUMENTS:
+        args = argparse.Namespace(command=argv[0], argv=argv[1:],
+                                  func=importlib.import_module(f"studio.commands.{argv[0]}").run)
+    else:
+        args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -86,10 +86,11 @@ class CodecSettings:
     clip_frames: int = 8
     lr: float = 1e-3
     l1_weight: float = 0.5          # MSE for PSNR, L1 for edges
-    latent_weight: float = 0.01     # pull of latents towards mean 0, variance 1
+    latent_weight: float = 0.05     # pull of latents towards mean 0, variance 1
     perceptual_weight: float = 0.1  # only with a perceptual model
     log_every: int = 10
     checkpoint_every: int = 200
+    max_minutes: float | None = None  # stop early (checkpoint and write) when this much wall time has passed
     seed: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -100,12 +101,25 @@ class Codec(nn.Module):
         self.encoder = TinyEncoder(encoder_channels).encoder
         self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
         self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
+        # Trained from scratch: PyTorch's default init (the renderer's signal-preserving init is for random-weight
+        # smoke runs and starts a decoder far out of range), and a decoder that starts at mid grey.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                m.reset_parameters()
+        nn.init.constant_(self.decoder[-1].bias, 0.5)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
         return TinyEncoder.forward(self, frames)
 
     def decode(self, latent: torch.Tensor, memory: DecoderMemory | None = None) -> torch.Tensor:
-        return TinyDecoder.forward(self, latent, memory if memory is not None else DecoderMemory())
+        """As TinyDecoder.forward but without its final clamp to [0, 1]: a clamp has no gradient outside the
+        range, and a decoder that starts out of range would never come back."""
+        memory = memory if memory is not None else DecoderMemory()
+        b, c, t, h, w = latent.shape
+        x = latent.transpose(1, 2).reshape(b * t, c, h, w)
+        for i, block in enumerate(self.decoder):
+            x = block(x, memory.shifted(i, x, b)) if isinstance(block, MemBlock) else block(x)
+        return x.reshape(b, -1, *x.shape[1:])
 
     def decoder_module(self) -> TinyDecoder:
         """A TinyDecoder holding these decoder weights (what the renderer loads)."""
@@ -208,13 +222,17 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
         done += 1
         bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{parts['psnr']:.1f}")
         n = step + 1
-        if n % s.log_every == 0 or n == s.steps:
+        out_of_time = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
+        if n % s.log_every == 0 or n == s.steps or out_of_time:
             log.write({"step": n, "loss": loss.item(), **parts, "steps_per_s": done / (time.perf_counter() - t0)})
-        if n % s.checkpoint_every == 0 or n == s.steps:
+        if n % s.checkpoint_every == 0 or n == s.steps or out_of_time:
             bookkeeping.save_checkpoint(out, n, {"model": codec.state_dict(), "optimizer": opt.state_dict(),
                                                  "generator": gen.get_state(), "step": n})
             save_codec(codec.cpu(), out, {"settings": {k: v for k, v in asdict(s).items() if k != "extra"},
                                           "step": n, **s.extra})
             codec.to(device)
             bookkeeping.draw_loss_curve(log.records(), out / bookkeeping.LOSS_PNG, title="codec loss")
+        if out_of_time:
+            bar.close()
+            return {"step": n, "stopped": "max_minutes", **parts}
     return {"step": s.steps, **parts}

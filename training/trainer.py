@@ -65,6 +65,7 @@ class TrainSettings:
     lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
     checkpoint_every: int = 100
     log_every: int = 10
+    max_minutes: float | None = None  # stop early (checkpoint, export) after this much wall time
     seed: int = 0
     device: str | None = None
     fsdp: bool = False
@@ -274,8 +275,18 @@ class Trainer:
                     "lr": s.lr, "steps_per_s": round(rate, 4)}
             if self.dist.is_main and (self.step % s.log_every == 0 or self.step == s.steps):
                 self.log.write(last)
-            if self.step % s.checkpoint_every == 0 or self.step == s.steps:
+            out_of_time = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
+            if self.dist.active:                   # every rank stops at the same step
+                flag = torch.tensor([float(out_of_time)], device=self.device)
+                torch.distributed.all_reduce(flag)
+                out_of_time = bool(flag.item())
+            if self.step % s.checkpoint_every == 0 or self.step == s.steps or out_of_time:
+                if out_of_time and self.dist.is_main and self.step % s.log_every:
+                    self.log.write(last)
                 self.checkpoint()
+            if out_of_time:
+                last["stopped"] = "max_minutes"
+                break
         bar.close()
         self.export()
         self.dist.close()

@@ -21,7 +21,7 @@ from gbuffer.engine import shaders
 from gbuffer.engine.camera import perspective
 from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, build_world_mesh
 from gbuffer.engine.world import World
-from gbuffer.frame import NUM_CHANNELS
+from gbuffer.frame import NUM_CHANNELS, GBufferError
 
 FOV_Y_DEG = 55.0
 SKY_ALBEDO = (0.55, 0.72, 0.92)
@@ -127,7 +127,7 @@ class GBufferRaster:
     def render_pair(self, view: np.ndarray, kart_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(G-buffer uint8 (5, H, W, 3), beauty uint8 (H, W, 3)) of one frame; needs `beauty=True`."""
         if not self.beauty:
-            raise GLUnavailableError("this raster was built without the beauty pass (beauty=True)", "engine")
+            raise GBufferError("this raster was built without the beauty pass (beauty=True)", "engine")
         with self.ctx:
             self._shadow_pass(view, kart_model)
             gbuffer = self._render(view, kart_model, None)

@@ -39,6 +39,8 @@ def _common(p: argparse.ArgumentParser, default_steps: int) -> None:
     p.add_argument("--log-every", type=int, default=10, help="steps between log lines (default 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="torch device (default: this torchrun rank's GPU, else cpu)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (1 is fastest on a busy machine)")
+    p.add_argument("--max-minutes", type=float, help="stop early after this much wall time (checkpoint, write)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -77,6 +79,17 @@ def codec_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _threads(a) -> None:
+    if a.threads is not None:
+        if a.threads < 1:
+            raise ArgumentError(f"must be at least 1, got {a.threads}", "--threads")
+        import torch
+
+        torch.set_num_threads(a.threads)
+    if a.max_minutes is not None and not a.max_minutes > 0:
+        raise ArgumentError(f"must be above 0, got {a.max_minutes}", "--max-minutes")
+
+
 def run(args) -> int:
     argv = list(args.argv)
     if argv[:1] == ["codec"]:
@@ -87,6 +100,7 @@ def run(args) -> int:
 def run_train(a) -> int:
     from training.trainer import Trainer, TrainSettings
 
+    _threads(a)
     width, height = parse_size(a.size)
     targets = tuple(t.strip() for t in a.lora_targets.split(",") if t.strip())
     if not targets:
@@ -97,7 +111,8 @@ def run_train(a) -> int:
                       discrete_sigma_prob=a.discrete_sigma_share, rollout_start=a.rollout_start,
                       rollout_prob=a.rollout_share, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
                       lora_targets=targets, checkpoint_every=a.checkpoint_every, log_every=a.log_every,
-                      seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing)
+                      seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing,
+                      max_minutes=a.max_minutes)
     trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
     last = trainer.run()
     if trainer.dist.is_main:
@@ -112,6 +127,7 @@ def run_codec(a) -> int:
     from training.codec import CodecSettings, load_perceptual, train_codec
     from training.data import PairedClips
 
+    _threads(a)
     width, height = parse_size(a.size)
     if width % 16 or height % 16:
         raise ArgumentError(f"size {a.size!r}: sides must be multiples of 16", "--size")
@@ -122,7 +138,7 @@ def run_codec(a) -> int:
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
-                      extra={"config": config.name, "size": [width, height]})
+                      max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height]})
     out = check_output_dir(a.output)
     perceptual = load_perceptual(a.perceptual)
     data = PairedClips.from_paths(a.recordings, width, height, s.clip_frames)
