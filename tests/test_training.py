@@ -54,10 +54,10 @@ def codec(recordings, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(recordings, codec, tmp_path_factory) -> Path:
-    """4 steps, checkpoint every 2, then --resume to 6 (the last two in the self-rollout stage)."""
+    """4 steps, checkpoint every 2, then --resume to 6 (self-rollout from step 3 on, absolute)."""
     out = tmp_path_factory.mktemp("tiny-model")
     common = ("train", recordings["a"], recordings["b"], "--config", "tiny", "--codec", codec, "--size", SIZE,
-              "--chunks", 2, "--checkpoint-every", 2, "--log-every", 1, "--rollout-start", 0.5,
+              "--chunks", 2, "--checkpoint-every", 2, "--log-every", 1, "--rollout-start", 3,
               "--rollout-share", 1, "-o", out, "--no-progress")
     assert cli(*common, "--steps", 4) == 0
     assert cli(*common, "--steps", 6, "--resume") == 0
@@ -99,7 +99,7 @@ def test_train_resumes_and_writes_the_official_layout_with_its_bookkeeping(train
 def test_resuming_gives_the_weights_of_an_uninterrupted_run(recordings, codec, trained, tmp_path):
     straight = tmp_path / "straight"
     assert cli("train", recordings["a"], recordings["b"], "--config", "tiny", "--codec", codec, "--size", SIZE,
-               "--chunks", 2, "--checkpoint-every", 100, "--rollout-start", 0.5, "--rollout-share", 1,
+               "--chunks", 2, "--checkpoint-every", 100, "--rollout-start", 3, "--rollout-share", 1,
                "--steps", 6, "-o", straight, "--no-progress") == 0
     a = load_file(trained / "transformer/diffusion_pytorch_model.safetensors")
     b = load_file(straight / "transformer/diffusion_pytorch_model.safetensors")

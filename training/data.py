@@ -79,18 +79,22 @@ def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Re
             raise TrainingError("has no RGB stream: record it with 'alaya-studio record --rgb' (or add rgb.mp4 / "
                                 "window-NN.rgb.npy)", str(path))
         block_g, block_r = [], []
+
+        def flush() -> None:        # (n, 5, h, w, 3) and (n, h, w, 3) uint8 → resized channel-first blocks
+            gbuffer.append(_resize(torch.stack(block_g).permute(0, 1, 4, 2, 3).flatten(0, 1), (height, width)))
+            rgb.append(_resize(torch.stack(block_r).permute(0, 3, 1, 2), (height, width)))
+            block_g.clear()
+            block_r.clear()
+
         for frame in source:
             if frame.rgb is None:
                 raise TrainingError(f"frame {frame.index} has no rgb image", str(path))
             block_g.append(torch.from_numpy(frame.data))
             block_r.append(torch.from_numpy(frame.rgb))
             if len(block_g) == DECODE_BLOCK:
-                gbuffer.append(_resize(torch.stack(block_g).permute(0, 1, 4, 2, 3).flatten(0, 1), (height, width)))
-                rgb.append(_resize(torch.stack(block_r).permute(0, 3, 1, 2), (height, width)))
-                block_g, block_r = [], []
+                flush()
         if block_g:
-            gbuffer.append(_resize(torch.stack(block_g).permute(0, 1, 4, 2, 3).flatten(0, 1), (height, width)))
-            rgb.append(_resize(torch.stack(block_r).permute(0, 3, 1, 2), (height, width)))
+            flush()
     if not gbuffer:
         raise TrainingError("recording has no frames", str(path))
     g = torch.cat(gbuffer).unflatten(0, (-1, 5))
@@ -135,17 +139,15 @@ class PairedClips:
         return (r.gbuffer[start:end].float().div_(255), r.rgb[start:end].float().div_(255),
                 self.prompts.index(r.prompt))
 
+    def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
+        return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
+
     def sample(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        picks = torch.randint(len(self.starts), (batch,), generator=generator).tolist()
-        clips = [self.clip(*self.starts[i]) for i in picks]
+        clips = [self.clip(k, s) for k, s in self._picks(batch, generator)]
         return (torch.stack([c[0] for c in clips]), torch.stack([c[1] for c in clips]),
                 torch.tensor([c[2] for c in clips]))
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training)."""
-        picks = torch.randint(len(self.starts), (batch,), generator=generator).tolist()
-        out = []
-        for i in picks:
-            k, s = self.starts[i]
-            out.append(self.recordings[k].rgb[s:s + self.clip_frames].float().div_(255))
-        return torch.stack(out)
+        return torch.stack([self.recordings[k].rgb[s:s + self.clip_frames].float().div_(255)
+                            for k, s in self._picks(batch, generator)])

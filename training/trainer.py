@@ -19,7 +19,7 @@ import copy
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,7 +30,6 @@ from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.pipeline import FlashPipeline, preset_prompts
 from renderer.flash.text import PromptBank, UMT5PromptEncoder, random_embedding
 from renderer.flash.transformer import FlashTransformer
-from renderer.flash.weights import TINY_DECODER, read_safetensors
 from training import bookkeeping, distributed
 from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
@@ -58,7 +57,7 @@ class TrainSettings:
     lr: float = 5e-4
     chunks: int = 3
     discrete_sigma_prob: float = 0.5
-    rollout_start: float = 0.5       # fraction of the steps after which self-rollout batches start
+    rollout_start: float = 0.5       # self-rollout from this step on: a fraction of --steps if < 1, else a step
     rollout_prob: float = 0.5        # share of batches with self-rollout history once started
     lora_rank: int = 0               # 0: full fine-tuning
     lora_alpha: float = 16.0
@@ -85,8 +84,8 @@ def check_settings(s: TrainSettings) -> FlashConfig:
         v = getattr(s, name)
         if v < 16 or v % 16:
             raise TrainingError(f"{name} {v} must be a positive multiple of 16 (8x codec, 2x2 patches)", "--size")
-    if not 0 <= s.rollout_start <= 1 or not 0 <= s.rollout_prob <= 1 or not 0 <= s.discrete_sigma_prob <= 1:
-        raise TrainingError("rollout start, rollout share and discrete-sigma share are fractions in [0, 1]")
+    if s.rollout_start < 0 or not 0 <= s.rollout_prob <= 1 or not 0 <= s.discrete_sigma_prob <= 1:
+        raise TrainingError("rollout start must be >= 0; rollout share and discrete-sigma share are in [0, 1]")
     if s.lora_rank < 0:
         raise TrainingError(f"must be >= 0, got {s.lora_rank}", "--lora-rank")
     if s.weights is None and config.name == "full":
@@ -239,7 +238,9 @@ class Trainer:
         self.log.truncate_after(self.step)
 
     def stage(self, step: int) -> str:
-        return "rollout" if step >= self.s.rollout_start * self.s.steps else "flow"
+        """The stage of 0-based `step`; an absolute start keeps a resumed run with more --steps on schedule."""
+        start = self.s.rollout_start if self.s.rollout_start >= 1 else self.s.rollout_start * self.s.steps
+        return "rollout" if step >= start else "flow"
 
     def train_step(self) -> tuple[float, str]:
         s = self.s
@@ -316,11 +317,3 @@ class Trainer:
         if m.rgb_encoder is not None:
             save_codec(m.rgb_encoder.cpu(), self.out, {"trained_with": "train"})
 
-
-def settings_from(values: dict) -> TrainSettings:
-    known = {f.name for f in fields(TrainSettings)}
-    return TrainSettings(**{k: v for k, v in values.items() if k in known})
-
-
-def read_tiny_decoder_keys(root: Path) -> set[str]:
-    return set(read_safetensors(root / TINY_DECODER))

@@ -55,7 +55,7 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", help='JSON {"recording file name" or "*": prompt or preset name}')
     p.add_argument("--chunks", type=int, default=3, help="chunks per training clip (default 3)")
     p.add_argument("--rollout-start", type=float, default=0.5,
-                   help="fraction of the steps after which self-rollout starts (default 0.5)")
+                   help="self-rollout from this step on: a fraction of --steps if below 1, else a step (0.5)")
     p.add_argument("--rollout-share", type=float, default=0.5,
                    help="share of batches with self-rollout history once started (default 0.5)")
     p.add_argument("--discrete-sigma-share", type=float, default=0.5,
