@@ -91,10 +91,12 @@ def draw_loss_curve(records: list[dict], path: Path, key: str = "loss", title: s
                 x = xy(step, lo)[0]
                 draw.line([x, margin, x, h - margin], fill=(220, 120, 40))
                 draw.text((x + 3, margin + 2), str(b), fill=(220, 120, 40))
-        draw.point([xy(s, v) for s, v in zip(steps, logs)], fill=(160, 160, 160))
+        for x, y in (xy(s, v) for s, v in zip(steps, logs)):
+            draw.ellipse([x - 1.5, y - 1.5, x + 1.5, y + 1.5], fill=(150, 150, 150))
+        keep = min(0.95, 1 - 4 / len(logs)) if len(logs) > 4 else 0.0   # short logs: follow the points
         ema, smooth = logs[0], []
         for v in logs:
-            ema = 0.95 * ema + 0.05 * v
+            ema = keep * ema + (1 - keep) * v
             smooth.append(ema)
         draw.line([xy(s, v) for s, v in zip(steps, smooth)], fill=(30, 80, 200), width=2)
         draw.text((margin, h - margin + 8), f"step {steps[0]}", fill="black")
