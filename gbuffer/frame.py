@@ -36,17 +36,34 @@ def check_frame_array(data: Any, where: str = "frame") -> np.ndarray:
     return data
 
 
+def check_rgb_array(rgb: Any, size: tuple[int, int], where: str = "frame") -> np.ndarray:
+    """Validate a frame's paired RGB image `uint8 (H, W, 3)` at the G-buffer's (H, W); raise GBufferError."""
+    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8:
+        got = rgb.dtype if isinstance(rgb, np.ndarray) else type(rgb).__name__
+        raise GBufferError(f"rgb must be a uint8 array, got {got}", where)
+    if rgb.shape != (*size, 3):
+        raise GBufferError(f"rgb shape is {tuple(rgb.shape)}, expected ({size[0]}, {size[1]}, 3) "
+                           f"(the G-buffer's size)", where)
+    return rgb
+
+
 @dataclass
 class GBufferFrame:
-    """One G-buffer frame: `data` is uint8 (5, H, W, 3) in `CHANNELS` order; timestamp in seconds."""
+    """One G-buffer frame: `data` is uint8 (5, H, W, 3) in `CHANNELS` order; timestamp in seconds.
+
+    `rgb` is the optional paired ground truth, uint8 (H, W, 3): the engine's own lit image of the same frame
+    (what a renderer learns to produce). Sources fill it only when the recording or feed carries one."""
 
     index: int
     timestamp: float
     data: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
+    rgb: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         check_frame_array(self.data, f"frame {self.index}")
+        if self.rgb is not None:
+            check_rgb_array(self.rgb, self.data.shape[1:3], f"frame {self.index}")
 
     @property
     def height(self) -> int:

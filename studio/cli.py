@@ -1,4 +1,4 @@
-"""`alaya-studio` console script: serve, render, record, engine, bench, flash, schedule.
+"""`alaya-studio` console script: serve, render, record, engine, bench, flash, schedule, train, eval.
 
 Each subcommand lives in `studio/commands/<name>.py` with `register(subparsers)`, which adds its parser and
 sets `func`. User mistakes (`UserError`) print one line `error: ...` and exit with code 2.
@@ -12,7 +12,9 @@ import sys
 
 from alaya_errors import UserError
 
-COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule")
+COMMANDS = ("serve", "render", "record", "engine", "bench", "flash", "schedule", "train", "eval")
+# Subcommands that parse their own arguments (`train RECORDING...` next to `train codec RECORDING...`).
+OWN_ARGUMENTS = ("train",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in OWN_ARGUMENTS:
+        args = argparse.Namespace(command=argv[0], argv=argv[1:],
+                                  func=importlib.import_module(f"studio.commands.{argv[0]}").run)
+    else:
+        args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

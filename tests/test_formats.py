@@ -243,16 +243,16 @@ def test_gbuf_zip_damaged_archives_are_refused(tmp_path, rng):
                          manifest={**manifest, "frame_count": 4, "timestamps": [0, 1, 2, 3]}),
          "says 4 frames but the archive holds 3"),
         (rewrite_archive(good, tmp_path / "times.gbuf.zip", manifest={**manifest, "timestamps": [0]}),
-         "timestamps must be 3 finite numbers"),
+         "timestamps: must be 3 finite numbers"),
         (rewrite_archive(good, tmp_path / "fields.gbuf.zip", manifest={"format": "alaya-gbuf", "version": 1}),
          "missing field.*width, height, fps, frame_count, timestamps"),
         (rewrite_archive(good, tmp_path / "json.gbuf.zip", manifest="{not json"), "not valid JSON"),
         (rewrite_archive(good, tmp_path / "future.gbuf.zip", manifest={**manifest, "version": 9}),
          "format version 9 is newer"),
         (rewrite_archive(good, tmp_path / "width.gbuf.zip", manifest={**manifest, "width": "wide"}),
-         "width must be an integer"),
+         "width: .*integer"),
         (rewrite_archive(good, tmp_path / "chans.gbuf.zip", manifest={**manifest, "channels": ["albedo"]}),
-         "channels are"),
+         "channels: expected"),
     ]
     for path, problem in cases:
         with pytest.raises(GBufferError, match=problem) as exc:

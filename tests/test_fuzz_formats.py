@@ -235,7 +235,7 @@ def test_manifest_with_a_null_fps_is_a_clear_error(originals, scratch):
         manifest = json.loads(z.read(MANIFEST_NAME))
     (scratch / "n.gbuf.zip").write_bytes(rezip(originals["gbuf"], {MANIFEST_NAME: json.dumps({**manifest,
                                                                                               "fps": None}).encode()}))
-    with pytest.raises(GBufferError, match="fps must be a positive number"):
+    with pytest.raises(GBufferError, match="manifest.json: fps: Input should be a valid number"):
         open_sequence([scratch / "n.gbuf.zip"])
 
 

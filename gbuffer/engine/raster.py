@@ -1,6 +1,7 @@
 """Rasterises the world into the five G-buffer channels in one pass (moderngl, headless EGL).
 
-Works on Mesa llvmpipe (CPU) and NVIDIA EGL alike. The five colour targets (RGB8) are written together by
+With `beauty=True` the same pass also writes the engine's own lit image to a sixth target (see beauty.py),
+after a depth-only shadow-map pass from the sun. Works on Mesa llvmpipe (CPU) and NVIDIA EGL alike. The five colour targets (RGB8) are written together by
 one fragment shader (multiple render targets); a full-screen triangle at the far plane then fills what is
 left with the sky's values. Each target is read straight into its slot of the (5, H, W, 3) frame; the
 projection flips y so rows come out top first with no copy.
@@ -15,11 +16,12 @@ import numpy as np
 
 from alaya_errors import UserError
 from gbuffer.encoding import DEPTH_FAR_M, DEPTH_NEAR_M, encode_normal
+from gbuffer.engine import beauty as lighting
 from gbuffer.engine import shaders
 from gbuffer.engine.camera import perspective
 from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, build_world_mesh
 from gbuffer.engine.world import World
-from gbuffer.frame import NUM_CHANNELS
+from gbuffer.frame import NUM_CHANNELS, GBufferError
 
 FOV_Y_DEG = 55.0
 SKY_ALBEDO = (0.55, 0.72, 0.92)
@@ -55,10 +57,12 @@ class GBufferRaster:
     """Owns a GL context for one static scene at one resolution. `render(view, kart_model)` → uint8 (5, H, W, 3).
 
     `scene` is a World (its mesh is built here) or an interleaved mesh array from `meshes` (tests use a plane).
+    `beauty`: also draw the lit RGB image (`render_pair`).
     """
 
-    def __init__(self, scene: World | np.ndarray, width: int, height: int):
+    def __init__(self, scene: World | np.ndarray, width: int, height: int, beauty: bool = False):
         self.width, self.height = int(width), int(height)
+        self.beauty = bool(beauty)
         try:
             self.ctx = moderngl.create_context(standalone=True, backend="egl")
         except Exception as exc:  # no libEGL / no driver: say what to install instead of a traceback
@@ -66,7 +70,7 @@ class GBufferRaster:
             raise GLUnavailableError(f"cannot open a headless OpenGL context (EGL): {reason}; install Mesa "
                                      f"(libegl1 libgl1-mesa-dri) or an NVIDIA driver", "engine") from None
         ctx = self.ctx
-        self.program = ctx.program(vertex_shader=shaders.VERTEX, fragment_shader=shaders.fragment_source())
+        self.program = ctx.program(vertex_shader=shaders.VERTEX, fragment_shader=shaders.fragment_source(beauty))
         if isinstance(scene, World):
             world_mesh, self._sectors = build_world_mesh(scene)
         else:
@@ -80,16 +84,38 @@ class GBufferRaster:
         self._kart_vao = ctx.vertex_array(self.program, [(self._kart_vbo, *_ATTRIBUTES)])
         self.triangles = (len(world_mesh) + self._kart_vbo.size // (4 * FLOATS_PER_VERTEX)) // 3
         size = (self.width, self.height)
-        self._targets = [ctx.texture(size, 3) for _ in range(NUM_CHANNELS)]
+        self._targets = [ctx.texture(size, 3) for _ in range(NUM_CHANNELS + self.beauty)]
         self._depth = ctx.depth_renderbuffer(size)
         self.fbo = ctx.framebuffer(color_attachments=self._targets, depth_attachment=self._depth)
-        self._sky_program = ctx.program(vertex_shader=shaders.SKY_VERTEX, fragment_shader=shaders.SKY_FRAGMENT)
+        self._sky_program = ctx.program(vertex_shader=shaders.SKY_VERTEX,
+                                        fragment_shader=shaders.sky_fragment_source(beauty))
         for i, value in enumerate(SKY_VALUES):
             self._sky_program[f"sky_{i}"].value = tuple(float(v) for v in value)
         self._sky_vao = ctx.vertex_array(self._sky_program, [])
-        proj = perspective(FOV_Y_DEG, self.width / self.height, DEPTH_NEAR_M, DEPTH_FAR_M)
-        proj[1, :] *= -1.0  # flip y: the first row read back is the top of the image
-        self.program["proj"].write(proj.T.tobytes())
+        self.proj = perspective(FOV_Y_DEG, self.width / self.height, DEPTH_NEAR_M, DEPTH_FAR_M)
+        self.proj[1, :] *= -1.0  # flip y: the first row read back is the top of the image
+        self.program["proj"].write(self.proj.T.tobytes())
+        if self.beauty:
+            self._init_beauty(world_mesh)
+
+    def _init_beauty(self, world_mesh: np.ndarray) -> None:
+        """Shadow-map target and depth-only program; the lighting constants as uniforms."""
+        ctx = self.ctx
+        self._shadow_map = ctx.depth_texture((lighting.SHADOW_MAP_SIZE,) * 2)
+        self._shadow_map.compare_func = "<="
+        self._shadow_map.filter = (moderngl.LINEAR, moderngl.LINEAR)
+        self._shadow_fbo = ctx.framebuffer(depth_attachment=self._shadow_map)
+        self._shadow_program = ctx.program(vertex_shader=lighting.SHADOW_VERTEX,
+                                           fragment_shader=lighting.SHADOW_FRAGMENT)
+        position_only = (f"3f {FLOATS_PER_VERTEX - 3}x4", "in_pos")
+        self._shadow_world = ctx.vertex_array(self._shadow_program, [(self._world_vbo, *position_only)])
+        self._shadow_kart = ctx.vertex_array(self._shadow_program, [(self._kart_vbo, *position_only)])
+        for program in (self.program, self._sky_program):
+            for name, value in lighting.sky_uniforms().items():
+                program[name].value = value
+        self.program["fog_density"].value = lighting.FOG_DENSITY
+        self.program["shadow_map"].value = 0
+        self._sky_program["viewport"].value = (float(self.width), float(self.height))
 
     def render(self, view: np.ndarray, kart_model: np.ndarray | None = None,
                out: np.ndarray | None = None) -> np.ndarray:
@@ -97,6 +123,41 @@ class GBufferRaster:
         (or a new array). `view` is the 4x4 world → camera matrix."""
         with self.ctx:  # current on this thread (a server may render from a worker thread)
             return self._render(view, kart_model, out)
+
+    def render_pair(self, view: np.ndarray, kart_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(G-buffer uint8 (5, H, W, 3), beauty uint8 (H, W, 3)) of one frame; needs `beauty=True`."""
+        if not self.beauty:
+            raise GBufferError("this raster was built without the beauty pass (beauty=True)", "engine")
+        with self.ctx:
+            self._shadow_pass(view, kart_model)
+            gbuffer = self._render(view, kart_model, None)
+            rgb = np.empty((self.height, self.width, 3), np.uint8)
+            self.fbo.read_into(rgb, attachment=NUM_CHANNELS, components=3, alignment=1)
+        return gbuffer, rgb
+
+    def _shadow_pass(self, view: np.ndarray, kart_model: np.ndarray | None) -> None:
+        """Depth from the sun into the shadow map; sets the object shader's lighting uniforms for this view."""
+        ctx = self.ctx
+        light_vp, centre = lighting.light_view_projection(view)
+        self._shadow_fbo.use()
+        self._shadow_fbo.clear(depth=1.0)
+        ctx.enable(moderngl.DEPTH_TEST)
+        ctx.disable(moderngl.CULL_FACE)   # thin meshes (leaves, walls) cast from both sides
+        ctx.depth_func = "<"
+        self._shadow_program["light_vp"].write(np.ascontiguousarray(light_vp.T).tobytes())
+        if kart_model is not None:
+            self._shadow_program["model"].write(np.ascontiguousarray(kart_model.T, np.float32).tobytes())
+            self._shadow_kart.render(moderngl.TRIANGLES)
+        self._shadow_program["model"].write(np.eye(4, dtype=np.float32).tobytes())
+        near = np.linalg.norm(self._sector_centres - centre, axis=1) <= self._sector_radii + lighting.shadow_radius()
+        for i in np.flatnonzero(near | np.isinf(self._sector_radii)):
+            sector = self._sectors[i]
+            self._shadow_world.render(moderngl.TRIANGLES, vertices=sector.count, first=sector.first)
+        self.program["light_vp"].write(np.ascontiguousarray(light_vp.T).tobytes())
+        self.program["eye_pos"].value = tuple(float(v) for v in lighting.camera_position(view))
+        inv_view_proj = np.linalg.inv(self.proj.astype(np.float64) @ view.astype(np.float64)).astype(np.float32)
+        self._sky_program["inv_view_proj"].write(np.ascontiguousarray(inv_view_proj.T).tobytes())
+        self._shadow_map.use(location=0)
 
     def _render(self, view: np.ndarray, kart_model: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
         ctx = self.ctx

@@ -3,7 +3,10 @@ the fragment shader with exactly the rules of gbuffer/encoding.py (constants are
 
 from __future__ import annotations
 
+import math
+
 from gbuffer.encoding import DEPTH_FAR_M, DEPTH_NEAR_M
+from gbuffer.engine import beauty as beauty_glsl
 from gbuffer.engine import meshes
 
 VERTEX = """
@@ -20,9 +23,14 @@ out vec3 v_normal;         // view space
 out vec3 v_color;
 out vec2 v_uv;
 out float v_distance;      // metres along the camera axis
+out vec3 v_world;          // world space (the beauty pass lights there; unused varyings are compiled out)
+out vec3 v_world_normal;
 flat out vec3 v_mat;
 void main() {
-    vec4 eye = view * model * vec4(in_pos, 1.0);
+    vec4 world = model * vec4(in_pos, 1.0);
+    vec4 eye = view * world;
+    v_world = world.xyz;
+    v_world_normal = mat3(model) * in_normal;
     gl_Position = proj * eye;
     v_distance = -eye.z;
     v_normal = mat3(view) * mat3(model) * in_normal;
@@ -46,7 +54,7 @@ layout(location = 1) out vec3 o_depth;
 layout(location = 2) out vec3 o_metallic;
 layout(location = 3) out vec3 o_normal;
 layout(location = 4) out vec3 o_roughness;
-
+%(beauty_declarations)s
 // Sine-free hash (cheap on llvmpipe): Dave Hoskins' hash12.
 float hash(vec2 p) {
     vec3 p3 = fract(vec3(p.xyx) * 0.1031);
@@ -119,6 +127,7 @@ void main() {
     o_metallic = vec3(metallic);
     o_normal = normalize(v_normal) * 0.5 + 0.5;
     o_roughness = vec3(roughness);
+%(beauty_main)s
 }
 """
 
@@ -143,19 +152,28 @@ layout(location = 1) out vec3 o_depth;
 layout(location = 2) out vec3 o_metallic;
 layout(location = 3) out vec3 o_normal;
 layout(location = 4) out vec3 o_roughness;
+%(beauty_declarations)s
 void main() {
     o_albedo = sky_0;
     o_depth = sky_1;
     o_metallic = sky_2;
     o_normal = sky_3;
     o_roughness = sky_4;
+%(beauty_main)s
 }
 """
 
 
-def fragment_source() -> str:
-    import math
-
+def fragment_source(beauty: bool = False) -> str:
+    """The object shader; with `beauty`, it also writes the lit image to a sixth target (gbuffer.engine.beauty)."""
     names = {name: getattr(meshes, name) for name in
              ("GRASS", "ROAD", "KERB", "WINDOWS", "BARK", "LEAVES", "ROCK", "WATER", "LAVA")}
-    return FRAGMENT % dict(names, near=float(DEPTH_NEAR_M), log_range=math.log(DEPTH_FAR_M / DEPTH_NEAR_M))
+    spliced = {"beauty_declarations": beauty_glsl.OBJECT_DECLARATIONS if beauty else "",
+               "beauty_main": beauty_glsl.OBJECT_MAIN % names if beauty else ""}
+    return FRAGMENT % dict(names, **spliced, near=float(DEPTH_NEAR_M),
+                           log_range=math.log(DEPTH_FAR_M / DEPTH_NEAR_M))
+
+
+def sky_fragment_source(beauty: bool = False) -> str:
+    return SKY_FRAGMENT % {"beauty_declarations": beauty_glsl.SKY_DECLARATIONS if beauty else "",
+                           "beauty_main": beauty_glsl.SKY_MAIN if beauty else ""}

@@ -125,23 +125,26 @@ class EngineSource(LiveSource):
 
     Physics runs at 60 Hz; each frame at `fps` advances the ticks that fall inside it (integer arithmetic,
     so 24 or 30 fps are both exact and deterministic). `frame.meta` holds the kart state after those ticks.
-    The GL context is created on the first frame and released by `close()`.
+    The GL context is created on the first frame and released by `close()`. With `rgb=True` each frame also
+    carries the engine's beauty pass (`frame.rgb`, gbuffer/engine/beauty.py): paired data for training.
     """
 
     name = "engine"
 
     def __init__(self, width: int = 832, height: int = 448, fps: float = 30, seed: int = 0,
-                 autopilot: bool = True):
+                 autopilot: bool = True, rgb: bool = False):
         self.width, self.height, self.fps, seed = check_engine_options(width, height, fps, seed)
         self.name = f"engine seed={seed}"
+        self.rgb = bool(rgb)
         self.sim = EngineSimulation(seed, autopilot)
         self.frame_index = 0
         self._raster = None
 
     @classmethod
-    def demo(cls, width: int = 832, height: int = 448, fps: float = 30, seed: int = 0) -> "EngineSource":
+    def demo(cls, width: int = 832, height: int = 448, fps: float = 30, seed: int = 0,
+             rgb: bool = False) -> "EngineSource":
         """Autopilot laps, for recordings and the studio's default stream."""
-        return cls(width, height, fps, seed, autopilot=True)
+        return cls(width, height, fps, seed, autopilot=True, rgb=rgb)
 
     @property
     def autopilot(self) -> bool:
@@ -175,12 +178,12 @@ class EngineSource(LiveSource):
         for _ in range(self._ticks_before(i + 1) - self._ticks_before(i)):
             self.sim.advance()
         if self._raster is None:
-            self._raster = GBufferRaster(self.sim.world, self.width, self.height)
+            self._raster = GBufferRaster(self.sim.world, self.width, self.height, beauty=self.rgb)
         s = self.sim.physics.state
-        data = self._raster.render(self.sim.camera.view_matrix(),
-                                   kart_model_matrix(s.x, s.y, s.z, s.heading, s.pitch, s.roll))
+        view, kart = self.sim.camera.view_matrix(), kart_model_matrix(s.x, s.y, s.z, s.heading, s.pitch, s.roll)
+        data, rgb = self._raster.render_pair(view, kart) if self.rgb else (self._raster.render(view, kart), None)
         self.frame_index += 1
-        return GBufferFrame(i, i / self.fps, data, self.state())
+        return GBufferFrame(i, i / self.fps, data, self.state(), rgb)
 
     def __iter__(self) -> Iterator[GBufferFrame]:
         while True:

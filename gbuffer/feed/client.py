@@ -17,7 +17,8 @@ from typing import Callable
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
-from gbuffer.feed.protocol import FeedError, Hello, encode_frame
+from alaya_errors import validate
+from gbuffer.feed.protocol import HELLO, FeedError, encode_frame
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource, Source
@@ -25,9 +26,10 @@ from gbuffer.source import LiveSource, Source
 
 class FeedClient:
     def __init__(self, url: str, *, name: str, width: int, height: int, fps: float,
-                 token: str | None = None, compression: str = "zlib"):
+                 token: str | None = None, compression: str = "zlib", rgb: bool = False):
         self.url = url
-        self.hello = Hello(name, width, height, float(fps), compression)
+        self.hello = validate(HELLO, dict(name=name, width=width, height=height, fps=float(fps),
+                                          compression=compression, rgb=rgb), FeedError, "feed client")
         self.token = token
         self.welcome: dict | None = None
         self.events: list[dict] = []
@@ -90,7 +92,7 @@ class FeedClient:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the hello said "
                             f"{self.hello.width}x{self.hello.height}", "feed client")
         try:
-            self._ws.send(encode_frame(frame, self.hello.compression))
+            self._ws.send(encode_frame(frame, self.hello.compression, self.hello.rgb))
         except ConnectionClosed as exc:
             raise FeedError(f"the studio closed the feed: {exc.rcvd.reason if exc.rcvd else exc}",
                             "feed client") from None

@@ -1,10 +1,12 @@
 """The engine feed wire protocol (WebSocket), shared by the server-side feed and the client library.
 
 See docs/feed.md. In short, on one WebSocket:
-  engine → studio  text   {"type": "hello", "protocol": 1, "name", "width", "height", "fps", "compression"}
+  engine → studio  text   {"type": "hello", "protocol": 1, "name", "width", "height", "fps", "compression",
+                                "rgb": false}
   studio → engine  text   {"type": "welcome", "protocol": 1, "source": "feed:NAME", ...}
   engine → studio  binary FRAME_HEADER + payload, payload = the (5, H, W, 3) uint8 frame in CHANNELS order,
-                          raw or zlib-compressed
+                          followed (when the hello said "rgb": true) by the frame's paired (H, W, 3) RGB image,
+                          raw or zlib-compressed together
   studio → engine  text   {"type": "input", "steer", "throttle", "brake", "reset", "handbrake"} and
                           {"type": "event", "event": "session_started" | "session_ended", "session_id"}
 A bad message closes the feed with a WebSocket close code from `CLOSE` and a one-line reason.
@@ -17,9 +19,13 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import ConfigDict, Field, Strict, StrictBool, StrictInt, StringConstraints, TypeAdapter
+from pydantic.dataclasses import dataclass as model_dataclass
 
+from alaya_errors import validate
 from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
 
 FEED_PROTOCOL = 1
@@ -48,22 +54,41 @@ class FeedLimits:
     max_fps: float = 120.0
 
 
-@dataclass(frozen=True)
+Side = Annotated[StrictInt, Field(ge=8, le=65535, description="pixels")]
+
+
+@model_dataclass(frozen=True, config=ConfigDict(extra="ignore"))
 class Hello:
-    name: str
-    width: int
-    height: int
-    fps: float
-    compression: str = "none"
-    protocol: int = FEED_PROTOCOL
+    """The feed's first message (validated field by field; the caps in FeedLimits are checked after)."""
+
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN.pattern)]
+    width: Side
+    height: Side
+    fps: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | Annotated[StrictInt, Field(gt=0)]
+    compression: Literal["none", "zlib"] = "none"
+    protocol: Literal[FEED_PROTOCOL] = FEED_PROTOCOL
+    rgb: StrictBool = False          # each frame payload also carries the paired RGB image
 
     def to_json(self) -> str:
         return json.dumps({"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
-                           "height": self.height, "fps": self.fps, "compression": self.compression})
+                           "height": self.height, "fps": self.fps, "compression": self.compression,
+                           "rgb": self.rgb})
+
+    @property
+    def gbuffer_bytes(self) -> int:
+        return NUM_CHANNELS * self.height * self.width * 3
 
     @property
     def frame_bytes(self) -> int:
-        return NUM_CHANNELS * self.height * self.width * 3
+        """Bytes of one uncompressed payload: the G-buffer, then the RGB image if the feed is paired."""
+        return self.gbuffer_bytes + (self.height * self.width * 3 if self.rgb else 0)
+
+
+HELLO = TypeAdapter(Hello)
+
+
+def _hello_error(message: str, _where: str | None) -> FeedError:
+    return FeedError(f"hello.{message}", None, CLOSE["bad_request"])
 
 
 def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
@@ -81,31 +106,25 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
     if data.get("protocol") != FEED_PROTOCOL:
         raise FeedError(f"protocol {data.get('protocol')!r} is not supported; this studio speaks {FEED_PROTOCOL}",
                         "hello", CLOSE["bad_request"])
-    name = data.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise FeedError(f"name {name!r} must be 1-64 letters, digits, '_', '.', '-'", "hello.name",
-                        CLOSE["bad_request"])
-    width, height, fps = data.get("width"), data.get("height"), data.get("fps")
-    for field, value in (("width", width), ("height", height)):
-        if not isinstance(value, int) or isinstance(value, bool) or not 8 <= value <= 65535:
-            raise FeedError(f"{value!r} is not a size in pixels (8..65535)", f"hello.{field}", CLOSE["bad_request"])
-    if width * height > limits.max_pixels:
-        raise FeedError(f"{width}x{height} exceeds the cap of {limits.max_pixels} pixels", "hello",
+    hello = validate(HELLO, {k: v for k, v in data.items() if k != "type"}, _hello_error)
+    if hello.width * hello.height > limits.max_pixels:
+        raise FeedError(f"{hello.width}x{hello.height} exceeds the cap of {limits.max_pixels} pixels", "hello",
                         CLOSE["too_big"])
-    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or not 0 < fps <= limits.max_fps:
-        raise FeedError(f"{fps!r} is not a frame rate in (0, {limits.max_fps:g}]", "hello.fps",
+    if hello.fps > limits.max_fps:
+        raise FeedError(f"{hello.fps!r} is not a frame rate in (0, {limits.max_fps:g}]", "hello.fps",
                         CLOSE["bad_request"])
-    compression = data.get("compression", "none")
-    if compression not in COMPRESSION_IDS:
-        raise FeedError(f"compression {compression!r} is not one of {', '.join(COMPRESSION_IDS)}",
-                        "hello.compression", CLOSE["bad_request"])
-    return Hello(name, width, height, float(fps), compression)
+    return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, rgb=hello.rgb)
 
 
-def encode_frame(frame: GBufferFrame, compression: str = "none") -> bytes:
+def encode_frame(frame: GBufferFrame, compression: str = "none", rgb: bool = False) -> bytes:
+    """One binary feed message; with `rgb` (a paired feed) the frame's RGB image follows the G-buffer."""
     header = FRAME_HEADER.pack(FRAME_MAGIC, FEED_PROTOCOL, COMPRESSION_IDS[compression], frame.width,
                                frame.height, frame.index % 2**32, round(frame.timestamp * 1e6))
     payload = np.ascontiguousarray(frame.data).tobytes()
+    if rgb:
+        if frame.rgb is None:
+            raise FeedError(f"frame {frame.index} has no rgb image but the hello said rgb", "feed client")
+        payload += np.ascontiguousarray(frame.rgb).tobytes()
     if compression == "zlib":
         payload = zlib.compress(payload, 1)
     return header + payload
@@ -138,11 +157,15 @@ def decode_frame(message: bytes, hello: Hello) -> GBufferFrame:
     else:
         raise FeedError(f"unknown compression id {compression}")
     if len(raw) != expected:
-        raise FeedError(f"payload has {len(raw)} bytes; a {width}x{height} frame has {expected}")
-    data = np.frombuffer(raw, dtype=np.uint8).reshape(NUM_CHANNELS, height, width, 3).copy()
-    return GBufferFrame(index, ts_us / 1e6, data, {"source": f"feed:{hello.name}"})
+        paired = " with its rgb image" if hello.rgb else ""
+        raise FeedError(f"frame {index}: payload has {len(raw)} bytes; a {width}x{height} frame{paired} has "
+                        f"{expected}")
+    flat = np.frombuffer(raw, dtype=np.uint8)
+    data = flat[: hello.gbuffer_bytes].reshape(NUM_CHANNELS, height, width, 3).copy()
+    rgb = flat[hello.gbuffer_bytes:].reshape(height, width, 3).copy() if hello.rgb else None
+    return GBufferFrame(index, ts_us / 1e6, data, {"source": f"feed:{hello.name}"}, rgb)
 
 
 def max_message_bytes(limits: FeedLimits) -> int:
-    """Largest acceptable WebSocket message: one uncompressed frame at the pixel cap plus the header."""
-    return FRAME_HEADER.size + NUM_CHANNELS * limits.max_pixels * 3 + 1024
+    """Largest acceptable WebSocket message: one uncompressed paired frame at the pixel cap plus the header."""
+    return FRAME_HEADER.size + (NUM_CHANNELS + 1) * limits.max_pixels * 3 + 1024

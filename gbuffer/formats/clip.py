@@ -1,5 +1,7 @@
 """AlayaRenderer clip folders: one video per channel (`albedo.mp4` ... or `{clip}_albedo.mp4` ...), via PyAV.
 
+A paired clip also holds `rgb.mp4` (or `{clip}_rgb.mp4`): the RGB ground truth, frame for frame.
+
 Sequential reads decode forward without seeking; a random read seeks to the keyframe at or before the
 frame and decodes forward from there. The last few assembled frames are cached for stepping back.
 """
@@ -25,6 +27,7 @@ from gbuffer.source import RecordedSource
 CLIP_SUFFIX = ".mp4"
 _CLIP_FILE = re.compile(rf"(?:(?P<clip>.+)_)?(?P<channel>{'|'.join(CHANNELS)})", re.IGNORECASE)
 CACHE_FRAMES = 8
+RGB_STREAM = "rgb"
 
 
 def clip_channel(path: Path) -> tuple[str, str] | None:
@@ -177,8 +180,17 @@ class ClipFolderSource(RecordedSource):
             raise
         first = self.videos[CHANNELS[0]]
         self.height, self.width = first.height, first.width
+        rgb_file = files[CHANNELS[0]].with_name(f"{clip + '_' if clip else ''}{RGB_STREAM}{CLIP_SUFFIX}")
+        self.rgb_video: ChannelVideo | None = None
+        if rgb_file.is_file():
+            try:
+                self.rgb_video = ChannelVideo(rgb_file)
+                self._check_rgb()
+            except BaseException:
+                self.close()
+                raise
         self.fps = fps or first.fps or DEFAULT_FPS
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # index → (5, H, W, 3), newest last
+        self._cache: OrderedDict[int, tuple] = OrderedDict()  # index → ((5, H, W, 3), rgb or None), newest last
         self._lock = threading.Lock()
 
     def _check_agree(self) -> None:
@@ -194,25 +206,43 @@ class ClipFolderSource(RecordedSource):
             listing = ", ".join(f"{v.path.name} {v.width}x{v.height}" for v in videos)
             raise GBufferError(f"channel files have different sizes: {listing}", str(videos[0].path.parent))
 
+    def _check_rgb(self) -> None:
+        rgb, n = self.rgb_video, len(self.videos[CHANNELS[0]])
+        if (rgb.width, rgb.height) != (self.width, self.height):
+            raise GBufferError(f"rgb video is {rgb.width}x{rgb.height} but the channels are "
+                               f"{self.width}x{self.height}", str(rgb.path))
+        if len(rgb) < n:
+            raise GBufferError(f"frame {len(rgb)} has no rgb image: the rgb video has {len(rgb)} frames, "
+                               f"the channels {n}", str(rgb.path))
+
+    @property
+    def paired(self) -> bool:
+        return self.rgb_video is not None
+
     def __len__(self) -> int:
         return len(self.videos[CHANNELS[0]])
 
     def read(self, index: int) -> GBufferFrame:
         with self._lock:  # the decoders are stateful: one reader at a time (e.g. renderer and UI preview)
-            data = self._cache.get(index)
-            if data is None:
+            cached = self._cache.get(index)
+            if cached is None:
                 data = np.stack([self.videos[c].frame(index) for c in CHANNELS])
-                self._cache[index] = data
+                rgb = self.rgb_video.frame(index) if self.rgb_video is not None else None
+                self._cache[index] = cached = (data, rgb)
                 if len(self._cache) > CACHE_FRAMES:
                     self._cache.popitem(last=False)
             else:
                 self._cache.move_to_end(index)
-        return GBufferFrame(index, index / self.fps, data.copy())
+        data, rgb = cached
+        return GBufferFrame(index, index / self.fps, data.copy(), rgb=None if rgb is None else rgb.copy())
 
     def close(self) -> None:
         for video in self.videos.values():
             video.close()
         self.videos = {}
+        if getattr(self, "rgb_video", None) is not None:
+            self.rgb_video.close()
+            self.rgb_video = None
 
 
 def write_clip_folder(frames: Iterable[GBufferFrame], out_dir: str | Path, fps: float, *, clip: str = "",
@@ -221,19 +251,24 @@ def write_clip_folder(frames: Iterable[GBufferFrame], out_dir: str | Path, fps: 
 
     lossless=True: H.264 in RGB (libx264rgb, crf 0): frames read back bit-exact.
     lossless=False: ordinary H.264 yuv420p crf 18, like the official clips (needs even width and height).
-    `gop` is the keyframe interval in frames. Returns {channel: path}.
+    `gop` is the keyframe interval in frames. Frames with rgb (all or none) also get `rgb.mp4`.
+    Returns {stream: path}.
     """
     out_dir = Path(out_dir)
     where = str(out_dir)
     rate = Fraction(check_fps(fps, where) or DEFAULT_FPS).limit_denominator(1001)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {c: out_dir / f"{clip + '_' if clip else ''}{c}{CLIP_SUFFIX}" for c in CHANNELS}
+    paths = {c: out_dir / f"{clip + '_' if clip else ''}{c}{CLIP_SUFFIX}" for c in (*CHANNELS, RGB_STREAM)}
     containers, streams = {}, {}
     size: tuple[int, int] | None = None
+    paired = False
     try:
         for frame in frames:
             if size is None:
                 size = frame.data.shape[1:3]
+                paired = frame.rgb is not None
+                if not paired:
+                    del paths[RGB_STREAM]
                 if not lossless:
                     try:
                         Size(size[1], size[0]).require_multiple(2, H264_RULE)
@@ -247,12 +282,15 @@ def write_clip_folder(frames: Iterable[GBufferFrame], out_dir: str | Path, fps: 
                     s.options = {"crf": "0" if lossless else "18", "preset": "ultrafast", "g": str(gop)}
                     streams[c] = s
             check_same_size(frame.data.shape[1:3], size, f"frame {frame.index}", where)
-            for i, c in enumerate(CHANNELS):
-                picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame.data[i]), format="rgb24")
+            if (frame.rgb is not None) != paired:
+                raise GBufferError(f"frame {frame.index}: either every frame has an rgb image or none does", where)
+            images = [*frame.data, frame.rgb] if paired else frame.data
+            for c, image in zip(paths, images):
+                picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
                 containers[c].mux(streams[c].encode(picture))
         if size is None:
             raise GBufferError("no frames to write", where)
-        for c in CHANNELS:
+        for c in paths:
             containers[c].mux(streams[c].encode(None))
     finally:
         for container in containers.values():

@@ -4,6 +4,7 @@ Archive layout (every entry stored, not deflated: PNG already compresses):
 
     frames/000000.png    one frame: the 5 channels stacked vertically, RGB uint8 (5*H, W, 3) in CHANNELS order
     frames/000000.json   that frame's metadata, only when it has any
+    rgb/000000.png       that frame's paired RGB image (H, W, 3), only in paired recordings (every frame has one)
     ...
     manifest.json        written last, by close(): see `Manifest` below and docs/formats.md
 
@@ -18,11 +19,14 @@ import json
 import math
 import re
 import zipfile
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+
+from alaya_errors import field_error, validate
 
 from gbuffer.formats.common import check_fps, check_same_size
 from gbuffer.formats.imagefile import decode_png, encode_png
@@ -32,30 +36,51 @@ from gbuffer.source import RecordedSource
 FORMAT_NAME = "alaya-gbuf"
 FORMAT_VERSION = 1
 FRAME_LAYOUT = "png-rgb8-channels-stacked-vertically"
+RGB_LAYOUT = "png-rgb8"
 MANIFEST_NAME = "manifest.json"
 _FRAME_ENTRY = re.compile(r"frames/(\d{6,})\.png")
+_RGB_ENTRY = re.compile(r"rgb/(\d{6,})\.png")
 
 
 def frame_entry(index: int, suffix: str = "png") -> str:
     return f"frames/{index:06d}.{suffix}"
 
 
-@dataclass
-class Manifest:
-    """`manifest.json`: what a reader needs before touching any frame."""
+def rgb_entry(index: int) -> str:
+    return f"rgb/{index:06d}.png"
 
-    width: int
-    height: int
-    fps: float
-    frame_count: int
-    timestamps: list[float]  # seconds, one per frame
+
+class Manifest(BaseModel):
+    """`manifest.json`: what a reader needs before touching any frame (validated field by field)."""
+
+    model_config = ConfigDict(extra="ignore")      # later versions add fields; this reader skips them
+
+    width: StrictInt = Field(ge=1)
+    height: StrictInt = Field(ge=1)
+    fps: float = Field(gt=0, allow_inf_nan=False)
+    frame_count: StrictInt = Field(ge=1)
+    timestamps: list[float]                         # seconds, one per frame
     source: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    channels: list[str] = field(default_factory=lambda: list(CHANNELS))
-    frame_layout: str = FRAME_LAYOUT
-    created: str = ""  # ISO 8601 UTC
-    format: str = FORMAT_NAME
-    version: int = FORMAT_VERSION
+    metadata: dict[str, Any] = {}
+    channels: list[str] = list(CHANNELS)
+    frame_layout: Literal[FRAME_LAYOUT] = FRAME_LAYOUT
+    rgb: Literal[RGB_LAYOUT] | None = None          # present when the archive holds paired RGB frames
+    created: str = ""                               # ISO 8601 UTC
+    format: Literal[FORMAT_NAME] = FORMAT_NAME
+    version: StrictInt = FORMAT_VERSION
+
+    @field_validator("channels")
+    @classmethod
+    def _official_order(cls, channels: list[str]) -> list[str]:
+        if channels != list(CHANNELS):
+            raise ValueError(f"expected {list(CHANNELS)}, got {channels}")
+        return channels
+
+    @model_validator(mode="after")
+    def _one_timestamp_per_frame(self) -> "Manifest":
+        if len(self.timestamps) != self.frame_count or not all(math.isfinite(t) for t in self.timestamps):
+            raise field_error(f"must be {self.frame_count} finite numbers", "timestamps")
+        return self
 
     @classmethod
     def parse(cls, raw: bytes, where: str) -> "Manifest":
@@ -74,31 +99,9 @@ class Manifest:
             raise GBufferError(f"manifest.json: format version {version} is newer than this reader "
                                f"(supports up to {FORMAT_VERSION})", where)
         required = ("width", "height", "fps", "frame_count", "timestamps")
-        if missing := [name for name in required if name not in doc]:
+        if missing := [name for name in required if name not in doc]:   # all of them at once, not the first
             raise GBufferError(f"manifest.json: missing field(s) {', '.join(missing)}", where)
-        manifest = cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
-        manifest.check(where)
-        return manifest
-
-    def check(self, where: str) -> None:
-        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise GBufferError(f"manifest.json: {name} must be an integer >= {minimum}, got {value!r}", where)
-
-        positive_int("width", self.width)
-        positive_int("height", self.height)
-        positive_int("frame_count", self.frame_count)
-        if check_fps(self.fps, f"{where}: manifest.json") is None:  # check_fps lets None through as "not given"
-            raise GBufferError("manifest.json: fps must be a positive number, got None", where)
-        if not isinstance(self.channels, list) or self.channels != list(CHANNELS):
-            raise GBufferError(f"manifest.json: channels are {self.channels}, expected {list(CHANNELS)}", where)
-        if self.frame_layout != FRAME_LAYOUT:
-            raise GBufferError(f"manifest.json: unknown frame_layout {self.frame_layout!r}", where)
-        if (not isinstance(self.timestamps, list) or len(self.timestamps) != self.frame_count
-                or not all(isinstance(t, (int, float)) and math.isfinite(t) for t in self.timestamps)):
-            raise GBufferError(f"manifest.json: timestamps must be {self.frame_count} finite numbers", where)
-        if not isinstance(self.metadata, dict):
-            raise GBufferError("manifest.json: metadata must be an object", where)
+        return validate(cls, doc, lambda message, at: GBufferError(f"manifest.json: {message}", at), where)
 
 
 def _to_json(value: Any, what: str, where: str) -> str:
@@ -136,6 +139,7 @@ class GbufZipWriter:
         _to_json(self.metadata, "metadata", self.where)  # fail now, not after an hour of recording
         self.frames_written = 0
         self.size: tuple[int, int] | None = None  # (H, W)
+        self.paired = False                       # frames carry rgb (decided by the first frame)
         self._timestamps: list[float] = []
         self._tmp = self.path.with_name(self.path.name + ".tmp")
         try:
@@ -155,7 +159,14 @@ class GbufZipWriter:
             raise GBufferError(f"frame {frame.index}: timestamp {frame.timestamp!r} is not finite", self.where)
         meta = _to_json(frame.meta, f"frame {frame.index} metadata", self.where) if frame.meta else None
         i = self.frames_written
+        if i == 0:
+            self.paired = frame.rgb is not None
+        elif (frame.rgb is not None) != self.paired:   # a half-paired recording would be useless for training
+            raise GBufferError(f"frame {frame.index} {'has no' if self.paired else 'has an'} rgb image but "
+                               f"frame 0 {'has one' if self.paired else 'has none'}", self.where)
         self._zip.writestr(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))
+        if self.paired:
+            self._zip.writestr(rgb_entry(i), encode_png(np.ascontiguousarray(frame.rgb)))
         if meta is not None:
             self._zip.writestr(frame_entry(i, "json"), meta)
         self._timestamps.append(timestamp)
@@ -171,9 +182,10 @@ class GbufZipWriter:
         height, width = self.size
         manifest = Manifest(width=int(width), height=int(height), fps=self.fps, frame_count=self.frames_written,
                             timestamps=self._timestamps, source=self.source, metadata=self.metadata,
+                            rgb=RGB_LAYOUT if self.paired else None,
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         try:
-            self._zip.writestr(MANIFEST_NAME, json.dumps(asdict(manifest), indent=1))
+            self._zip.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1, exclude_none=True))
             self._zip.close()
         except BaseException:
             self.abort()
@@ -235,6 +247,11 @@ class GbufZipSource(RecordedSource):
                                f"{len(frames)} frame images" + ("" if len(frames) != self.manifest.frame_count
                                                                else " with gaps in their numbering"), where)
         self._meta_entries = {n for n in names if n.startswith("frames/") and n.endswith(".json")}
+        if self.manifest.rgb is not None:
+            rgb = {int(m.group(1)) for n in names if (m := _RGB_ENTRY.fullmatch(n))}
+            if lacking := [i for i in range(self.manifest.frame_count) if i not in rgb]:
+                raise GBufferError(f"frame {lacking[0]} has no rgb image ({len(lacking)} of "
+                                   f"{self.manifest.frame_count} frames lack one)", where)
         self.width, self.height = self.manifest.width, self.manifest.height
         self.fps = fps_override or float(self.manifest.fps)
         self._retimed = fps_override is not None
@@ -271,8 +288,19 @@ class GbufZipSource(RecordedSource):
                 raise GBufferError(f"metadata is not valid JSON: {exc}", where) from None
             except RecursionError:
                 raise GBufferError("metadata is not valid JSON: nested too deeply", where) from None
+        rgb = None
+        if self.paired:
+            rgb = decode_png(self._entry(rgb_entry(index), index), f"{where} rgb")
+            if rgb.shape[:2] != (self.height, self.width):
+                raise GBufferError(f"rgb image is {rgb.shape[1]}x{rgb.shape[0]}, expected "
+                                   f"{self.width}x{self.height}", where)
         timestamp = index / self.fps if self._retimed else float(self.manifest.timestamps[index])
-        return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta)
+        return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta, rgb)
+
+    @property
+    def paired(self) -> bool:
+        """Every frame carries its paired RGB image."""
+        return self.manifest.rgb is not None
 
     def close(self) -> None:
         self._zip.close()

@@ -9,7 +9,7 @@ from gbuffer.formats.clip import ClipFolderSource, clip_channel
 from gbuffer.formats.common import check_fps, natural_key
 from gbuffer.formats.gbufzip import GbufZipSource
 from gbuffer.formats.imagefolder import ImageFolderSource, is_image_folder
-from gbuffer.formats.npy import NpyWindowsSource
+from gbuffer.formats.npy import NpyWindowsSource, is_rgb_sibling
 from gbuffer.frame import GBufferError
 from gbuffer.source import RecordedSource
 
@@ -46,7 +46,8 @@ def input_kind(path: Path) -> str:
 
 
 def _npy_files(folder: Path) -> list[Path]:
-    return sorted((p for p in folder.iterdir() if p.suffix.lower() == ".npy" and p.is_file()),
+    return sorted((p for p in folder.iterdir()
+                   if p.suffix.lower() == ".npy" and p.is_file() and not is_rgb_sibling(p)),
                   key=lambda p: natural_key(p.name))
 
 

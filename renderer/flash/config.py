@@ -108,7 +108,13 @@ TINY = FlashConfig(name="tiny", num_layers=2, num_attention_heads=4, attention_h
                    text_dim=32, freq_dim=32, rope_dim=(12, 10, 10), text_len=8, sink_slots=2, gbuffer_hidden=8,
                    decoder_channels=(32, 16, 8, 8), chunk_latents=2, history_sizes=(4, 2, 1))
 
-CONFIGS = {c.name: c for c in (FULL, TINY)}
+# Sized to train from scratch on a CPU in well under an hour at 160x96 (alaya-studio train; docs/training.md):
+# four layers of 128 wide, a 16-per-branch G-buffer encoder and a TAEHV decoder a quarter of TAEW2.1's width.
+NANO = FlashConfig(name="nano", num_layers=4, num_attention_heads=4, attention_head_dim=32, ffn_dim=384,
+                   text_dim=32, freq_dim=64, rope_dim=(12, 10, 10), text_len=8, sink_slots=2, gbuffer_hidden=16,
+                   decoder_channels=(64, 32, 16, 16), chunk_latents=2, history_sizes=(4, 2, 1))
+
+CONFIGS = {c.name: c for c in (FULL, TINY, NANO)}
 _ADAPTER = TypeAdapter(FlashConfig)
 
 

@@ -1,8 +1,10 @@
 """`alaya-studio record`: record G-buffer frames from the built-in engine to `.gbuf.zip` or `.npy` windows.
 
-    alaya-studio record --engine demo --frames 640 -o demo.gbuf.zip [--size 832x448] [--fps 30] [--seed 0]
+    alaya-studio record --engine demo --frames 640 -o demo.gbuf.zip [--size 832x448] [--fps 30] [--seed 0] [--rgb]
 
 An output ending in `/` (or naming an existing directory) gets official `window-NN.npy` files instead.
+`--rgb` also records the engine's beauty pass (its own lit image) beside the G-buffer: paired data for
+`alaya-studio train` (the `rgb/` stream of a .gbuf.zip, `window-NN.rgb.npy` beside each window).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--size", default="832x448", help="WIDTHxHEIGHT (default 832x448)")
     p.add_argument("--fps", type=float, default=30.0, help="frames per second of the recording (default 30)")
     p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    p.add_argument("--rgb", action="store_true",
+                   help="also record the engine's lit beauty pass beside the G-buffer (paired training data)")
     p.set_defaults(func=run)
 
 
@@ -66,7 +70,7 @@ def run(args) -> int:
     if not 0 < args.fps <= 60:
         raise ArgumentError(f"must be above 0 and at most 60, got {args.fps:g}", "--fps")
     width, height = Size.parse(args.size, "--size")
-    engine = EngineSource.demo(width, height, fps=args.fps, seed=args.seed)  # checks the seed
+    engine = EngineSource.demo(width, height, fps=args.fps, seed=args.seed, rgb=args.rgb)  # checks the seed
     kind, path = _output_kind(args.output)
 
     source_name = f"engine:{args.engine} seed={args.seed}"
@@ -77,7 +81,7 @@ def run(args) -> int:
             written = write_npy_windows(frames, path)
             print(f"wrote {args.frames} frames to {len(written)} window file(s) in {path}", file=sys.stderr)
         else:
-            metadata = {"engine": args.engine, "seed": args.seed, "autopilot": True}
+            metadata = {"engine": args.engine, "seed": args.seed, "autopilot": True, "rgb": args.rgb}
             with GbufZipWriter(path, fps=args.fps, source=source_name, metadata=metadata) as writer:
                 for frame in frames:
                     writer.write(frame)

@@ -1,0 +1,151 @@
+"""`alaya-studio train`: fine-tune a Flash model on paired recordings; `alaya-studio train codec`: its RGB codec.
+
+    alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
+    alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
+                       -o OUT_DIR [--resume] [--lora-rank R] ...
+
+The training stack (training/, peft) is imported only when the command runs: `serve` never loads it.
+See docs/training.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gbuffer.size import Size
+from renderer import check_size
+from studio.commands._args import ArgumentError
+
+CONFIG_CHOICES = ("tiny", "nano", "full")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train a flash model (or, with 'codec', its RGB codec) on paired recordings",
+                       add_help=False, description=__doc__.split("\n\n")[0])
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=run)
+
+
+def _common(p: argparse.ArgumentParser, default_steps: int) -> None:
+    p.add_argument("recordings", nargs="+", metavar="RECORDING",
+                   help="paired recordings: .gbuf.zip, .npy windows with .rgb.npy, clip folders with rgb.mp4")
+    p.add_argument("--config", choices=CONFIG_CHOICES, default="nano", help="model size (default nano)")
+    p.add_argument("--steps", type=int, default=default_steps, help=f"optimiser steps (default {default_steps})")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the output")
+    p.add_argument("--size", default="160x96", help="training size WxH, multiples of 16 (default 160x96)")
+    p.add_argument("--batch", type=int, help="clips per step")
+    p.add_argument("--lr", type=float, help="learning rate")
+    p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints (default 100)")
+    p.add_argument("--log-every", type=int, default=10, help="steps between log lines (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", help="torch device (default: this torchrun rank's GPU, else cpu)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (1 is fastest on a busy machine)")
+    p.add_argument("--max-minutes", type=float, help="stop early after this much wall time (checkpoint, write)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alaya-studio train", description="Fine-tune a Flash model on paired "
+                                "recordings (or train a small one from scratch). See docs/training.md.")
+    _common(p, 1000)
+    p.add_argument("--weights", help="start from this weights directory (official layout)")
+    p.add_argument("--codec", help="RGB codec directory from 'alaya-studio train codec' (from scratch)")
+    p.add_argument("--vae", help="local Wan 2.1 VAE directory: RGB targets for official weights")
+    p.add_argument("--text-encoder", help="local Wan 2.1 directory with the umT5 text encoder")
+    p.add_argument("--prompts", help='JSON {"recording file name" or "*": prompt or preset name}')
+    p.add_argument("--chunks", type=int, default=3, help="chunks per training clip (default 3)")
+    p.add_argument("--rollout-start", type=float, default=0.5,
+                   help="self-rollout from this step on: a fraction of --steps if below 1, else a step (0.5)")
+    p.add_argument("--rollout-share", type=float, default=0.5,
+                   help="share of batches with self-rollout history once started (default 0.5)")
+    p.add_argument("--discrete-sigma-share", type=float, default=0.5,
+                   help="share of noise levels drawn at the sampler's own steps (default 0.5)")
+    p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning, the default)")
+    p.add_argument("--lora-alpha", type=float, default=16.0)
+    p.add_argument("--lora-targets", default="to_q,to_k,to_v,to_out.0",
+                   help="comma-separated module names for LoRA (default: attention projections)")
+    p.add_argument("--fsdp", action="store_true", help="under torchrun: shard with FSDP instead of DDP")
+    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
+                   help="recompute activations in backward (default: on for CUDA)")
+    return p
+
+
+def codec_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alaya-studio train codec", description="Train a TAEHV-architecture RGB "
+                                "encoder/decoder on the RGB frames of paired recordings.")
+    _common(p, 2000)
+    p.add_argument("--encoder-channels", type=int, default=32, help="TAEHV encoder width (default 32)")
+    p.add_argument("--perceptual", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
+    return p
+
+
+def _threads(a) -> None:
+    if a.threads is not None:
+        if a.threads < 1:
+            raise ArgumentError(f"must be at least 1, got {a.threads}", "--threads")
+        import torch
+
+        torch.set_num_threads(a.threads)
+    if a.max_minutes is not None and not a.max_minutes > 0:
+        raise ArgumentError(f"must be above 0, got {a.max_minutes}", "--max-minutes")
+
+
+def run(args) -> int:
+    argv = list(args.argv)
+    if argv[:1] == ["codec"]:
+        return run_codec(codec_parser().parse_args(argv[1:]))
+    return run_train(train_parser().parse_args(argv))
+
+
+def run_train(a) -> int:
+    from training.trainer import Trainer, TrainSettings
+
+    _threads(a)
+    width, height = check_size("flash", *Size.parse(a.size, "--size"))
+    targets = tuple(t.strip() for t in a.lora_targets.split(",") if t.strip())
+    if not targets:
+        raise ArgumentError("give at least one module name", "--lora-targets")
+    s = TrainSettings(config=a.config, weights=a.weights, codec=a.codec, vae=a.vae, text_encoder=a.text_encoder,
+                      prompts=a.prompts, width=width, height=height, steps=a.steps,
+                      batch=a.batch or TrainSettings.batch, lr=a.lr or TrainSettings.lr, chunks=a.chunks,
+                      discrete_sigma_prob=a.discrete_sigma_share, rollout_start=a.rollout_start,
+                      rollout_prob=a.rollout_share, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
+                      lora_targets=targets, checkpoint_every=a.checkpoint_every, log_every=a.log_every,
+                      seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing,
+                      max_minutes=a.max_minutes)
+    trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
+    last = trainer.run()
+    if trainer.dist.is_main:
+        print(f"trained {trainer.step} steps (last loss {last.get('loss', float('nan')):.4f}); weights in "
+              f"{a.output} (alaya-studio serve --renderer flash --weights {a.output})", file=sys.stderr)
+    return 0
+
+
+def run_codec(a) -> int:
+    from renderer.flash.config import get_config
+    from training.bookkeeping import check_output_dir
+    from training.codec import CodecSettings, load_perceptual, train_codec
+    from training.data import PairedClips
+
+    _threads(a)
+    width, height = check_size("flash", *Size.parse(a.size, "--size"))
+    if width % 16 or height % 16:
+        raise ArgumentError(f"size {a.size!r}: sides must be multiples of 16", "--size")
+    for name in ("steps", "encoder_channels", "checkpoint_every", "log_every"):
+        if getattr(a, name) < 1:
+            raise ArgumentError(f"must be at least 1, got {getattr(a, name)}", f"--{name.replace('_', '-')}")
+    config = get_config(a.config)
+    s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
+                      steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
+                      checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
+                      max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height]})
+    out = check_output_dir(a.output)
+    perceptual = load_perceptual(a.perceptual)
+    data = PairedClips.from_paths(a.recordings, width, height, s.clip_frames)
+    final = train_codec(data, out, s, resume=a.resume, perceptual=perceptual, device=a.device or "cpu",
+                        progress=not a.no_progress)
+    print(f"codec trained {final['step']} steps (reconstruction PSNR {final.get('psnr', float('nan')):.2f} dB); "
+          f"written to {a.output}", file=sys.stderr)
+    return 0

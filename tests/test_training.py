@@ -1,0 +1,330 @@
+"""Training and evaluation: paired recordings → train codec → train (checkpoints, resume, LoRA, torchrun) →
+eval (PSNR / SSIM / flicker) → the trained directory streams in a live studio session. Tiny sizes, real files,
+real subprocesses; every stage of the CI pipeline must work or a test here fails."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from safetensors.torch import load_file
+
+from gbuffer.formats import write_npy_windows
+from gbuffer.frame import GBufferFrame
+from renderer import create_renderer
+from studio.cli import main
+from training.bookkeeping import draw_loss_curve
+from training.codec import TinyEncoder
+from training.metrics import StreamMetrics, psnr, ssim
+
+SIZE = "64x32"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> int:
+    return main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory) -> dict[str, Path]:
+    """Paired engine recordings from `record --rgb`: two training seeds and one held out."""
+    d = tmp_path_factory.mktemp("pairs")
+    out = {"a": d / "seed1.gbuf.zip", "b": d / "seed2.gbuf.zip", "held": d / "seed3.gbuf.zip"}
+    for (name, path), seed, frames in zip(out.items(), (1, 2, 3), (24, 24, 16)):
+        assert cli("record", "--frames", frames, "--size", SIZE, "--seed", seed, "--rgb", "--fps", 15,
+                   "-o", path) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def codec(recordings, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("codec")
+    assert cli("train", "codec", recordings["a"], recordings["b"], "--config", "tiny", "--size", SIZE,
+               "--steps", 3, "--checkpoint-every", 2, "--log-every", 1, "-o", out, "--no-progress") == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(recordings, codec, tmp_path_factory) -> Path:
+    """4 steps, checkpoint every 2, then --resume to 6 (self-rollout from step 3 on, absolute)."""
+    out = tmp_path_factory.mktemp("tiny-model")
+    common = ("train", recordings["a"], recordings["b"], "--config", "tiny", "--codec", codec, "--size", SIZE,
+              "--chunks", 2, "--checkpoint-every", 2, "--log-every", 1, "--rollout-start", 3,
+              "--rollout-share", 1, "-o", out, "--no-progress")
+    assert cli(*common, "--steps", 4) == 0
+    assert cli(*common, "--steps", 6, "--resume") == 0
+    return out
+
+
+# ---- the pipeline -----------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_train_codec_writes_a_taehv_codec_with_its_log(codec):
+    state = load_file(codec / "tiny_decoder" / "taew2_1_ft.safetensors")
+    assert "encoder.0.weight" in state and "encoder.17.weight" in state and "decoder.1.weight" in state
+    meta = json.loads((codec / "codec.json").read_text())
+    assert meta["decoder_channels"] == [32, 16, 8, 8] and meta["step"] == 3
+    log = [json.loads(line) for line in (codec / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3] and all(r["psnr"] > 0 for r in log)
+    assert Image.open(codec / "loss.png").size == (720, 400)
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_train_resumes_and_writes_the_official_layout_with_its_bookkeeping(trained):
+    for name in ("transformer/config.json", "transformer/diffusion_pytorch_model.safetensors",
+                 "transformer_partial.safetensors", "gbuf_small_encoder.safetensors",
+                 "tiny_decoder/taew2_1_ft.safetensors", "text_embeddings.safetensors", "loss.png"):
+        assert (trained / name).is_file(), name
+    log = [json.loads(line) for line in (trained / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]          # resumed at 4, nothing lost or repeated
+    assert [r["stage"] for r in log] == ["flow"] * 3 + ["rollout"] * 3
+    assert all(r["self_rollout"] for r in log[3:]) and all(np.isfinite(r["loss"]) for r in log)
+    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["step-000004.pt", "step-000006.pt"]
+    config = json.loads((trained / "transformer/config.json").read_text())
+    assert config["flash"]["name"] == "tiny" and config["in_channels"] == 96
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_resuming_gives_the_weights_of_an_uninterrupted_run(recordings, codec, trained, tmp_path):
+    straight = tmp_path / "straight"
+    assert cli("train", recordings["a"], recordings["b"], "--config", "tiny", "--codec", codec, "--size", SIZE,
+               "--chunks", 2, "--checkpoint-every", 100, "--rollout-start", 3, "--rollout-share", 1,
+               "--steps", 6, "-o", straight, "--no-progress") == 0
+    a = load_file(trained / "transformer/diffusion_pytorch_model.safetensors")
+    b = load_file(straight / "transformer/diffusion_pytorch_model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_eval_scores_the_trained_model_on_a_held_out_recording(trained, recordings, tmp_path):
+    report = tmp_path / "eval.json"
+    assert cli("eval", trained, recordings["held"], "--json", report, "--markdown", tmp_path / "eval.md",
+               "--side-by-side", tmp_path / "videos", "--baselines") == 0
+    result = json.loads(report.read_text())
+    overall = result["overall"]
+    assert overall["frames"] == 16 and {"psnr", "ssim", "flicker", "flicker_ratio"} <= overall.keys()
+    assert 0 < overall["psnr"] < 100 and -1 <= overall["ssim"] <= 1 and overall["flicker"] >= 0
+    assert result["recordings"][0]["recording"] == "seed3.gbuf.zip"
+    assert result["per_prompt"][0]["frames"] == 16
+    assert set(result["baselines"]) == {"albedo", "reference_original"}
+    assert result["baselines"]["albedo"]["psnr"] > 5
+    assert set(result["not_computed"]) == {"lpips", "clip_score", "fvd"}
+    assert "| **overall** | 16 |" in (tmp_path / "eval.md").read_text()
+    import av
+
+    with av.open(str(tmp_path / "videos" / "seed3.gbuf.zip.side-by-side.mp4")) as video:
+        stream = video.streams.video[0]
+        assert (stream.width, stream.height) == (3 * 64, 32)
+        assert sum(1 for _ in video.decode(stream)) == 16
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_the_trained_directory_streams_in_a_live_studio_session(trained, recordings, tmp_path):
+    from studio.server import Settings
+    from studio.server.background import BackgroundServer
+    from webrtc.client import StudioViewer
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held.gbuf.zip").write_bytes(recordings["held"].read_bytes())
+    settings = Settings(port=0, max_sessions=1, data_dir=data, renderer="flash",
+                        renderer_options={"weights": str(trained)}, connect_timeout_s=30)
+
+    async def scenario(url: str) -> None:
+        async with StudioViewer(url, size=SIZE, fps=15, source="held.gbuf.zip", prompt="original") as viewer:
+            hello = await viewer.wait_message("hello", timeout=120)
+            assert (hello["width"], hello["height"]) == (64, 32)
+            frames = await viewer.wait_frames(8, timeout=180)
+            assert all(f.rgb.shape == (32, 64, 3) for f in frames)
+
+    with BackgroundServer(settings) as server:
+        asyncio.run(scenario(server.url))
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_lora_fine_tune_of_our_weights_merges_into_the_official_layout(trained, recordings, tmp_path):
+    out = tmp_path / "lora"
+    assert cli("train", recordings["a"], "--config", "tiny", "--weights", trained, "--size", SIZE, "--chunks", 2,
+               "--steps", 2, "--lora-rank", 2, "--lora-alpha", 4, "--lr", 0.05, "-o", out, "--no-progress") == 0
+    assert (out / "lora_adapter" / "adapter_config.json").is_file()
+    base = load_file(trained / "transformer/diffusion_pytorch_model.safetensors")
+    merged = load_file(out / "transformer/diffusion_pytorch_model.safetensors")
+    assert base.keys() == merged.keys()                                # no lora_ keys left after merging
+    changed = [k for k in base if not torch.equal(base[k], merged[k])]
+    assert changed and all(k.split(".")[-2] in ("to_q", "to_k", "to_v", "0") for k in changed)
+    torch.testing.assert_close(base["proj_out.weight"], merged["proj_out.weight"])   # frozen outside LoRA
+    renderer = create_renderer("flash", weights=str(out), device="cpu")
+    with renderer.open_session(64, 32) as session:
+        from prompt_presets.resolve import conditioning_for
+        from gbuffer.formats import open_sequence
+
+        with open_sequence(recordings["held"]) as source:
+            frames = [source[i] for i in range(renderer.chunk_size)]
+        rgb = session.render(frames, [conditioning_for("original")] * len(frames)).rgb
+    assert rgb.shape == (renderer.chunk_size, 32, 64, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_torchrun_runs_the_distributed_code_path_in_one_gloo_process(trained, recordings, codec, tmp_path):
+    out = tmp_path / "ddp"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", "-m", "studio.cli",
+         "train", str(recordings["a"]), "--config", "tiny", "--codec", str(codec), "--size", SIZE, "--chunks", "2",
+         "--steps", "2", "-o", str(out), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "trained 2 steps" in proc.stderr
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert log[-1]["step"] == 2
+    assert (out / "transformer_partial.safetensors").is_file()
+
+
+# ---- bad input: one line, exit 2 --------------------------------------------------------------------------
+
+def unpaired(tmp_path: Path, frames: int = 16) -> Path:
+    rng = np.random.default_rng(0)
+    write_npy_windows((GBufferFrame(i, i / 30, rng.integers(0, 256, (5, 32, 64, 3), dtype=np.uint8))
+                       for i in range(frames)), tmp_path / "plain")
+    return tmp_path / "plain"
+
+
+def test_training_refuses_bad_input_in_one_line(tmp_path, capsys):
+    from training.codec import Codec, save_codec
+
+    plain = unpaired(tmp_path)
+    codec = tmp_path / "codec"
+    save_codec(Codec(8, (32, 16, 8, 8)), codec, {})
+    four = tmp_path / "four.npy"
+    np.save(four, np.zeros((8, 4, 32, 64, 3), np.uint8))
+    bad_json = tmp_path / "prompts.json"
+    bad_json.write_text('{"*": "cyberpunk",')
+    empty_prompt = tmp_path / "empty.json"
+    empty_prompt.write_text('{"*": "  "}')
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cases = [
+        ((plain, "--codec", codec), "has no RGB stream: record it with"),
+        ((four, "--codec", codec), r"four.npy: shape is \(8, 4, 32, 64, 3\), expected \(T, 5, H, W, 3\)"),
+        (("--codec", codec), "the dataset is empty"),
+        ((plain, "--codec", codec, "--prompts", bad_json), "prompts.json: prompt file is not valid JSON"),
+        ((plain, "--codec", codec, "--prompts", empty_prompt), r"empty.json: \*: String should have at least"),
+        ((plain, "--codec", codec, "-o", blocker / "out"), "output directory is not writable"),
+        ((plain,), "training from scratch needs RGB latents: give --codec"),
+        ((plain, "--config", "full", "--codec", codec), "fine-tuned from its weights"),
+        ((plain, "--weights", tmp_path / "nowhere"), "weights directory does not exist"),
+        ((plain, "--codec", tmp_path / "nowhere"), "no codec.json"),
+        ((plain, "--codec", codec, "--size", "60x32"), "multiple"),
+        ((plain, "--codec", codec, "--lora-targets", ","), "--lora-targets: give at least one"),
+    ]
+    for args, message in cases:
+        argv = ["train", *[str(a) for a in args]]
+        for flag, value in (("--config", "tiny"), ("--size", SIZE), ("-o", str(tmp_path / "out")), ("--steps", "1")):
+            if flag not in argv:
+                argv += [flag, value]
+        if args and args[0] == "--codec":                       # no recording at all
+            with pytest.raises(SystemExit) as exc:
+                main(argv)
+            assert exc.value.code == 2 and "required: RECORDING" in capsys.readouterr().err
+            continue
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), err
+        assert __import__("re").search(message, err[0]), (message, err[0])
+
+
+def test_a_recording_too_short_for_one_clip_is_an_empty_dataset(tmp_path, capsys):
+    from training.codec import Codec, save_codec
+
+    rng = np.random.default_rng(1)
+    frames = [GBufferFrame(i, i / 30, rng.integers(0, 256, (5, 32, 64, 3), dtype=np.uint8),
+                           rgb=rng.integers(0, 256, (32, 64, 3), dtype=np.uint8)) for i in range(6)]
+    write_npy_windows(frames, tmp_path / "short")
+    save_codec(Codec(8, (32, 16, 8, 8)), tmp_path / "codec", {})
+    code = main(["train", str(tmp_path / "short"), "--config", "tiny", "--codec", str(tmp_path / "codec"),
+                 "--size", SIZE, "--steps", "1", "-o", str(tmp_path / "out")])
+    assert code == 2
+    assert "has 6 frames; a training clip needs 24" in capsys.readouterr().err
+    code = main(["train", str(tmp_path / "short"), "--config", "nano", "--codec", str(tmp_path / "codec"),
+                 "--size", SIZE, "--steps", "1", "-o", str(tmp_path / "out")])
+    assert code == 2 and "codec decoder widths [32, 16, 8, 8] differ from config nano's" in capsys.readouterr().err
+
+
+def test_eval_refuses_a_recording_without_rgb(tmp_path, capsys):
+    from renderer.flash.pipeline import FlashPipeline
+
+    FlashPipeline.random("tiny", device="cpu").save(tmp_path / "w")
+    assert main(["eval", str(tmp_path / "w"), str(unpaired(tmp_path))]) == 2
+    assert "has no RGB stream to score against" in capsys.readouterr().err
+
+
+def test_a_corrupt_checkpoint_is_refused_on_resume(recordings, codec, tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "step-000002.pt").write_bytes(b"not a checkpoint")
+    assert main(["train", str(recordings["a"]), "--config", "tiny", "--codec", str(codec), "--size", SIZE,
+                 "--chunks", "2", "--steps", "3", "-o", str(out), "--resume", "--no-progress"]) == 2
+    assert "step-000002.pt: not a readable checkpoint" in capsys.readouterr().err
+
+
+# ---- pieces -----------------------------------------------------------------------------------------------
+
+def test_the_rgb_encoder_has_taehv_names_and_shapes():
+    encoder = TinyEncoder(8)
+    keys = set(encoder.state_dict())
+    assert {"encoder.0.weight", "encoder.2.conv.weight", "encoder.4.conv.0.weight", "encoder.12.conv.weight",
+            "encoder.17.weight"} <= keys
+    assert encoder(torch.rand(2, 8, 3, 32, 64)).shape == (2, 16, 2, 4, 8)
+
+
+def test_metrics_follow_their_definitions():
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    assert psnr(a, a) == 100.0 and ssim(a, a) == pytest.approx(1.0)
+    b = np.clip(a.astype(int) + 16, 0, 255).astype(np.uint8)
+    assert psnr(a, b) == pytest.approx(10 * np.log10(255 ** 2 / np.mean((a.astype(float) - b) ** 2)))
+    assert ssim(a, 255 - a) < 0
+    truth = [rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(4)]
+    exact, frozen = StreamMetrics(), StreamMetrics()
+    for t in truth:
+        exact.update(t, t)
+        frozen.update(truth[0], t)
+    assert exact.summary()["flicker"] == 0 and exact.summary()["flicker_ratio"] == 0
+    assert frozen.summary()["flicker_ratio"] == pytest.approx(1.0) and frozen.summary()["motion_ratio"] == 0
+
+
+def test_the_loss_curve_is_a_png_even_for_a_short_log(tmp_path):
+    draw_loss_curve([], tmp_path / "empty.png")
+    draw_loss_curve([{"step": i, "loss": 1 / i, "stage": "flow" if i < 5 else "rollout"} for i in range(1, 9)],
+                    tmp_path / "loss.png")
+    assert Image.open(tmp_path / "loss.png").getpixel((360, 200)) is not None
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_serving_imports_neither_training_nor_peft():
+    """The default studio (reference renderer) loads neither the training stack nor peft (nor diffusers); the
+    flash renderer never loads training/ (diffusers itself imports peft when it is installed: see the report)."""
+    code = ("import sys; from studio.cli import build_parser; build_parser(); "
+            "from studio.server.app import create_app; from studio.server import Settings; "
+            "import studio.commands.serve; create_app(Settings()); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('training', 'peft', 'diffusers')]; "
+            "assert not bad, bad; import renderer.flash.renderer; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'training']; assert not bad, bad; print('clean')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-1500:]

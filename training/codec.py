@@ -1,0 +1,238 @@
+"""RGB codec for from-scratch models: the TAEHV encoder, trained with our TAEHV decoder on RGB frames.
+
+The encoder is TAEHV's `encoder` nn.Sequential, block for block, so its state dict reads `encoder.N...` as in
+upstream checkpoints (and as `tiny_decoder/taew2_1_ft.safetensors` may hold; the renderer ignores it):
+
+  0 conv  1 ReLU | 2 TPool(2)  3 conv/2  4-6 MemBlock | 7 TPool(2)  8 conv/2  9-11 MemBlock
+  12 TPool(1)  13 conv/2  14-16 MemBlock | 17 conv → 16 latent channels
+  frames (B, T, 3, H, W) → latent (B, 16, T/4, H/8, W/8)
+
+`train codec` fits encoder + decoder to reconstruct clips (pixel MSE + L1, plus a perceptual distance when a
+local TorchScript one is given) with a light pull of the latents towards zero mean and unit variance: the flow
+model starts its sampling from unit Gaussian noise, so latents of that scale make its job well-posed.
+Output: CODEC_DIR/tiny_decoder/taew2_1_ft.safetensors (encoder.* and decoder.*) and CODEC_DIR/codec.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from torch import nn
+
+from gbuffer.formats.common import atomic_path
+from renderer.flash.config import LATENT_CHANNELS, TEMPORAL_SCALE
+from renderer.flash.decoder import DecoderMemory, MemBlock, TinyDecoder, conv
+from renderer.flash.gbuffer_encoder import init_signal_preserving
+from renderer.flash.weights import TINY_DECODER, check_state, read_safetensors
+from training import bookkeeping
+from training.data import PairedClips
+from training.errors import TrainingError
+
+CODEC_JSON = "codec.json"
+
+
+class TPool(nn.Module):
+    """`stride` consecutive frames → one: (N*T, C, H, W) → (N*T/stride, C, H, W) (TAEHV)."""
+
+    def __init__(self, n_f: int, stride: int):
+        super().__init__()
+        self.stride = stride
+        self.conv = nn.Conv2d(n_f * stride, n_f, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, c, h, w = x.shape
+        return self.conv(x.reshape(-1, self.stride * c, h, w))
+
+
+def taehv_encoder(n_f: int = 64, latent_channels: int = LATENT_CHANNELS) -> nn.Sequential:
+    def stage(stride: int) -> list[nn.Module]:
+        return [TPool(n_f, stride), conv(n_f, n_f, stride=2, bias=False),
+                MemBlock(n_f, n_f), MemBlock(n_f, n_f), MemBlock(n_f, n_f)]
+
+    return nn.Sequential(conv(3, n_f), nn.ReLU(inplace=True), *stage(2), *stage(2), *stage(1),
+                         conv(n_f, latent_channels))
+
+
+class TinyEncoder(nn.Module):
+    def __init__(self, channels: int = 64):
+        super().__init__()
+        self.encoder = taehv_encoder(channels)
+        init_signal_preserving(self)
+
+    def forward(self, frames: torch.Tensor, memory: DecoderMemory | None = None) -> torch.Tensor:
+        """frames (B, T, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 16, T/4, H/8, W/8)."""
+        b, t = frames.shape[:2]
+        assert t % TEMPORAL_SCALE == 0, frames.shape
+        memory = memory if memory is not None else DecoderMemory()
+        x = frames.reshape(b * t, *frames.shape[2:])
+        for i, block in enumerate(self.encoder):
+            x = block(x, memory.shifted(i, x, b)) if isinstance(block, MemBlock) else block(x)
+        return x.reshape(b, t // TEMPORAL_SCALE, *x.shape[1:]).transpose(1, 2)
+
+
+@dataclass
+class CodecSettings:
+    encoder_channels: int = 32
+    decoder_channels: tuple[int, int, int, int] = (64, 32, 16, 16)
+    steps: int = 2000
+    batch: int = 4
+    clip_frames: int = 8
+    lr: float = 1e-3
+    l1_weight: float = 0.5          # MSE for PSNR, L1 for edges
+    latent_weight: float = 0.05     # pull of latents towards mean 0, variance 1
+    perceptual_weight: float = 0.1  # only with a perceptual model
+    log_every: int = 10
+    checkpoint_every: int = 200
+    max_minutes: float | None = None  # stop early (checkpoint and write) when this much wall time has passed
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Codec(nn.Module):
+    def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...]):
+        super().__init__()
+        self.encoder = TinyEncoder(encoder_channels).encoder
+        self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
+        self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
+        # Trained from scratch: PyTorch's default init (the renderer's signal-preserving init is for random-weight
+        # smoke runs and starts a decoder far out of range), and a decoder that starts at mid grey.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                m.reset_parameters()
+        nn.init.constant_(self.decoder[-1].bias, 0.5)
+
+    def encode(self, frames: torch.Tensor) -> torch.Tensor:
+        return TinyEncoder.forward(self, frames)
+
+    def decode(self, latent: torch.Tensor, memory: DecoderMemory | None = None) -> torch.Tensor:
+        """As TinyDecoder.forward but without its final clamp to [0, 1]: a clamp has no gradient outside the
+        range, and a decoder that starts out of range would never come back."""
+        memory = memory if memory is not None else DecoderMemory()
+        b, c, t, h, w = latent.shape
+        x = latent.transpose(1, 2).reshape(b * t, c, h, w)
+        for i, block in enumerate(self.decoder):
+            x = block(x, memory.shifted(i, x, b)) if isinstance(block, MemBlock) else block(x)
+        return x.reshape(b, -1, *x.shape[1:])
+
+    def decoder_module(self) -> TinyDecoder:
+        """A TinyDecoder holding these decoder weights (what the renderer loads)."""
+        out = TinyDecoder(self.decoder_channels)
+        out.decoder.load_state_dict(self.decoder.state_dict())
+        return out
+
+    def encoder_module(self) -> TinyEncoder:
+        out = TinyEncoder(self.encoder_channels)
+        out.encoder.load_state_dict(self.encoder.state_dict())
+        return out
+
+
+def save_codec(codec: Codec, out: Path, extra: dict) -> None:
+    (out / TINY_DECODER).parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().float().contiguous() for k, v in codec.state_dict().items()}
+    with atomic_path(out / TINY_DECODER) as tmp:
+        save_file(state, str(tmp))
+    doc = {"encoder_channels": codec.encoder_channels, "decoder_channels": list(codec.decoder_channels), **extra}
+    with atomic_path(out / CODEC_JSON) as tmp:
+        tmp.write_text(json.dumps(doc, indent=2))
+
+
+def load_codec(root: str | Path) -> Codec:
+    """A codec directory written by `train codec` (encoder and decoder)."""
+    root = Path(root)
+    meta_path = root / CODEC_JSON
+    if not meta_path.is_file():
+        raise TrainingError(f"no {CODEC_JSON}: not a directory written by 'alaya-studio train codec'", str(root))
+    try:
+        meta = json.loads(meta_path.read_text())
+        codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
+    state = read_safetensors(root / TINY_DECODER)
+    check_state(codec.state_dict(), state, str(root / TINY_DECODER))
+    codec.load_state_dict(state)
+    return codec
+
+
+def load_perceptual(path: str | Path | None):
+    """A local TorchScript perceptual distance `f(x, y) -> (B,) or scalar` on images in [-1, 1] (e.g. LPIPS
+    exported with torch.jit); None when not given. Nothing is downloaded."""
+    if path is None:
+        return None
+    try:
+        model = torch.jit.load(str(path), map_location="cpu").eval()
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise TrainingError(f"not a TorchScript perceptual model ({str(exc).splitlines()[0][:120]})",
+                            str(path)) from None
+    return model.requires_grad_(False)
+
+
+def codec_loss(codec: Codec, clips: torch.Tensor, s: CodecSettings, perceptual=None) -> tuple[torch.Tensor, dict]:
+    """clips (B, T, 3, H, W) → (loss, parts)."""
+    z = codec.encode(clips)
+    recon = codec.decode(z)
+    mse = F.mse_loss(recon, clips)
+    parts = {"mse": mse.item(), "psnr": float(-10 * torch.log10(mse.detach().clamp_min(1e-10)))}
+    loss = mse + s.l1_weight * F.l1_loss(recon, clips)
+    latent = z.mean() ** 2 + (z.var() - 1) ** 2
+    loss = loss + s.latent_weight * latent
+    parts["latent_std"] = float(z.detach().std())
+    if perceptual is not None:
+        flat = lambda x: x.flatten(0, 1) * 2 - 1      # noqa: E731 - (B*T, 3, H, W) in [-1, 1]
+        p = perceptual(flat(recon), flat(clips)).mean()
+        loss = loss + s.perceptual_weight * p
+        parts["perceptual"] = p.item()
+    return loss, parts
+
+
+def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = False,
+                perceptual=None, device: str = "cpu", progress: bool = True) -> dict:
+    """Train encoder + decoder on the RGB frames of `data`; write CODEC_DIR; return the final figures."""
+    from tqdm import tqdm
+
+    torch.manual_seed(s.seed)
+    codec = Codec(s.encoder_channels, s.decoder_channels).to(device)
+    opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(s.seed)
+    start = 0
+    log = bookkeeping.JsonlLog(out / bookkeeping.LOG_FILE, append=resume)
+    if resume and (ckpt := bookkeeping.latest_checkpoint(out)) is not None:
+        state = bookkeeping.load_checkpoint(ckpt)
+        codec.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        gen.set_state(state["generator"])
+        start = state["step"]
+        log.truncate_after(start)
+    bar = tqdm(range(start, s.steps), initial=start, total=s.steps, desc="codec", unit="step", file=sys.stderr,
+               disable=not progress, dynamic_ncols=True)
+    parts: dict = {}
+    t0, done = time.perf_counter(), 0
+    for step in bar:
+        clips = data.rgb_clips(s.batch, gen).to(device)
+        loss, parts = codec_loss(codec, clips, s, perceptual)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        done += 1
+        bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{parts['psnr']:.1f}")
+        n = step + 1
+        out_of_time = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
+        if n % s.log_every == 0 or n == s.steps or out_of_time:
+            log.write({"step": n, "loss": loss.item(), **parts, "steps_per_s": done / (time.perf_counter() - t0)})
+        if n % s.checkpoint_every == 0 or n == s.steps or out_of_time:
+            bookkeeping.save_checkpoint(out, n, {"model": codec.state_dict(), "optimizer": opt.state_dict(),
+                                                 "generator": gen.get_state(), "step": n})
+            save_codec(codec.cpu(), out, {"settings": {k: v for k, v in asdict(s).items() if k != "extra"},
+                                          "step": n, **s.extra})
+            codec.to(device)
+            bookkeeping.draw_loss_curve(log.records(), out / bookkeeping.LOSS_PNG, title="codec loss")
+        if out_of_time:
+            bar.close()
+            return {"step": n, "stopped": "max_minutes", **parts}
+    return {"step": s.steps, **parts}

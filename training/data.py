@@ -1,0 +1,153 @@
+"""Paired recordings → training clips.
+
+A recording is anything `open_sequence` reads that carries RGB beside its G-buffer (`record --rgb`, a
+`.gbuf.zip` with an `rgb/` stream, `.npy` windows with `.rgb.npy` siblings, a clip folder with `rgb.mp4`).
+Every frame is decoded once, resized to the training size (as the streaming session resizes) and kept as
+uint8 tensors; a clip is `clip_frames` consecutive frames at a random start.
+
+    gbuffer (B, T, 5, 3, H, W) float in [0, 1]     rgb (B, T, 3, H, W) float in [0, 1]     prompt index (B,)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Sequence
+
+import torch
+import torch.nn.functional as F
+from pydantic import StringConstraints, TypeAdapter
+
+from alaya_errors import validate
+from gbuffer.formats import open_sequence
+from prompt_presets.resolve import resolve_prompt
+from training.errors import TrainingError
+
+DEFAULT_PROMPT = "original"      # the beauty pass is the engine's natural look
+DEFAULT_KEY = "*"                # prompt-file key for every recording not named
+DECODE_BLOCK = 64                # frames resized at a time (bounds the float copy)
+
+PromptText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+PROMPT_FILE = TypeAdapter(dict[str, PromptText])
+
+
+@dataclass
+class Recording:
+    name: str
+    gbuffer: torch.Tensor      # (N, 5, 3, H, W) uint8
+    rgb: torch.Tensor          # (N, 3, H, W) uint8
+    prompt: str                # the full prompt text (a preset name is resolved)
+
+    def __len__(self) -> int:
+        return self.gbuffer.shape[0]
+
+
+def read_prompt_file(path: str | Path | None) -> dict[str, str]:
+    """{recording file name or "*": prompt text or preset name}; a file that does not parse is a TrainingError."""
+    if path is None:
+        return {}
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise TrainingError(f"cannot read the prompt file: {exc.strerror}", str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TrainingError(f"prompt file is not valid JSON: {exc}", str(path)) from None
+    return validate(PROMPT_FILE, doc, TrainingError, str(path))
+
+
+def prompt_for(path: Path, prompts: dict[str, str]) -> str:
+    chosen = prompts.get(path.name, prompts.get(DEFAULT_KEY, DEFAULT_PROMPT))
+    return resolve_prompt(chosen).text
+
+
+def _resize(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """uint8 (N, C, h, w) → uint8 (N, C, H, W), antialiased like the session's resize."""
+    if x.shape[-2:] == size:
+        return x
+    y = F.interpolate(x.float(), size=size, mode="bilinear", antialias=True, align_corners=False)
+    return y.round().clamp(0, 255).to(torch.uint8)
+
+
+def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Recording:
+    """Decode a paired recording at width x height. Refuses one without RGB, naming the first frame that lacks it."""
+    path = Path(path)
+    gbuffer, rgb = [], []
+    with open_sequence(path) as source:
+        if not getattr(source, "paired", False):
+            raise TrainingError("has no RGB stream: record it with 'alaya-studio record --rgb' (or add rgb.mp4 / "
+                                "window-NN.rgb.npy)", str(path))
+        block_g, block_r = [], []
+
+        def flush() -> None:        # (n, 5, h, w, 3) and (n, h, w, 3) uint8 → resized channel-first blocks
+            gbuffer.append(_resize(torch.stack(block_g).permute(0, 1, 4, 2, 3).flatten(0, 1), (height, width)))
+            rgb.append(_resize(torch.stack(block_r).permute(0, 3, 1, 2), (height, width)))
+            block_g.clear()
+            block_r.clear()
+
+        for frame in source:
+            if frame.rgb is None:
+                raise TrainingError(f"frame {frame.index} has no rgb image", str(path))
+            block_g.append(torch.from_numpy(frame.data))
+            block_r.append(torch.from_numpy(frame.rgb))
+            if len(block_g) == DECODE_BLOCK:
+                flush()
+        if block_g:
+            flush()
+    if not gbuffer:
+        raise TrainingError("recording has no frames", str(path))
+    g = torch.cat(gbuffer).unflatten(0, (-1, 5))
+    return Recording(path.name, g, torch.cat(rgb), prompt)
+
+
+class PairedClips:
+    """Recordings held in memory; `sample` draws clips of `clip_frames` consecutive frames."""
+
+    def __init__(self, recordings: Sequence[Recording], clip_frames: int):
+        if not recordings:
+            raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
+        short = [r for r in recordings if len(r) < clip_frames]
+        if short:
+            r = short[0]
+            raise TrainingError(f"has {len(r)} frames; a training clip needs {clip_frames} (record more frames)",
+                                r.name)
+        self.recordings = list(recordings)
+        self.clip_frames = clip_frames
+        self.prompts = sorted({r.prompt for r in self.recordings})
+        # one entry per possible clip start, so long recordings are drawn in proportion to their length
+        self.starts = [(k, s) for k, r in enumerate(self.recordings) for s in range(len(r) - clip_frames + 1)]
+
+    @classmethod
+    def from_paths(cls, paths: Sequence[str | Path], width: int, height: int, clip_frames: int,
+                   prompt_file: str | Path | None = None) -> "PairedClips":
+        if not paths:
+            raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
+        prompts = read_prompt_file(prompt_file)
+        unknown = sorted(set(prompts) - {Path(p).name for p in paths} - {DEFAULT_KEY})
+        if unknown:
+            raise TrainingError(f"names recording(s) not given: {', '.join(unknown)}", str(prompt_file))
+        return cls([load_recording(p, width, height, prompt_for(Path(p), prompts)) for p in paths], clip_frames)
+
+    @property
+    def frames(self) -> int:
+        return sum(len(r) for r in self.recordings)
+
+    def clip(self, k: int, start: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        r = self.recordings[k]
+        end = start + self.clip_frames
+        return (r.gbuffer[start:end].float().div_(255), r.rgb[start:end].float().div_(255),
+                self.prompts.index(r.prompt))
+
+    def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
+        return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
+
+    def sample(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        clips = [self.clip(k, s) for k, s in self._picks(batch, generator)]
+        return (torch.stack([c[0] for c in clips]), torch.stack([c[1] for c in clips]),
+                torch.tensor([c[2] for c in clips]))
+
+    def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
+        """(B, T, 3, H, W) RGB only (codec training)."""
+        return torch.stack([self.recordings[k].rgb[s:s + self.clip_frames].float().div_(255)
+                            for k, s in self._picks(batch, generator)])

@@ -1,0 +1,319 @@
+"""`alaya-studio train`: fine-tune (or train from scratch) a Flash model on paired recordings.
+
+    start        --weights DIR (official layout, ours or the official model) or from scratch (--config tiny|nano)
+    codecs       from scratch: the G-buffer encoder trains jointly with the transformer; RGB latents and the
+                 shipped decoder come from `train codec` (--codec DIR). A fine-tune keeps the weights' codecs:
+                 targets from their own RGB encoder when the directory has one (ours), else the Wan VAE (--vae).
+    objective    objective.py: flow matching with teacher-forced history ("flow"), then self-rollout history
+                 ("rollout") from `rollout_start` of the steps on, for `rollout_prob` of the batches
+    LoRA         --lora-rank R: peft adapters on the transformer's attention (targets are an option), plus the
+                 text sink trained fully; merged into the exported weights (the adapter is also saved)
+    devices      bf16 autocast and gradient checkpointing on CUDA; torchrun → DDP (FSDP with --fsdp)
+    bookkeeping  checkpoints every N steps, --resume, tqdm bar (loss, steps/s, ETA), train_log.jsonl, loss.png
+    output       OUT_DIR in the official layout: `--renderer flash --weights OUT_DIR` loads it
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from renderer.flash.config import FlashConfig, get_config
+from renderer.flash.decoder import TinyDecoder
+from renderer.flash.gbuffer_encoder import GBufferEncoder
+from renderer.flash.pipeline import FlashPipeline, preset_prompts
+from renderer.flash.text import PromptBank, UMT5PromptEncoder, random_embedding
+from renderer.flash.transformer import FlashTransformer
+from training import bookkeeping, distributed
+from training.codec import CODEC_JSON, Codec, load_codec, save_codec
+from training.data import PairedClips
+from training.errors import TrainingError
+from training.objective import FlashTrainee, ObjectiveSettings
+from training.targets import Targets, codec_targets, wan_vae_targets
+
+SETTINGS_FILE = "train_settings.json"
+LORA_DIR = "lora_adapter"
+DEFAULT_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
+
+
+@dataclass
+class TrainSettings:
+    config: str = "nano"
+    weights: str | None = None
+    codec: str | None = None
+    vae: str | None = None
+    text_encoder: str | None = None
+    prompts: str | None = None
+    width: int = 160
+    height: int = 96
+    steps: int = 1000
+    batch: int = 2
+    lr: float = 5e-4
+    chunks: int = 3
+    discrete_sigma_prob: float = 0.5
+    rollout_start: float = 0.5       # self-rollout from this step on: a fraction of --steps if < 1, else a step
+    rollout_prob: float = 0.5        # share of batches with self-rollout history once started
+    lora_rank: int = 0               # 0: full fine-tuning
+    lora_alpha: float = 16.0
+    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    checkpoint_every: int = 100
+    log_every: int = 10
+    max_minutes: float | None = None  # stop early (checkpoint, export) after this much wall time
+    seed: int = 0
+    device: str | None = None
+    fsdp: bool = False
+    gradient_checkpointing: bool | None = None     # None: on for CUDA
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "lora_targets": list(self.lora_targets)}
+
+
+def check_settings(s: TrainSettings) -> FlashConfig:
+    config = get_config(s.config)
+    for name in ("steps", "batch", "chunks", "checkpoint_every", "log_every"):
+        if getattr(s, name) < 1:
+            raise TrainingError(f"must be at least 1, got {getattr(s, name)}", f"--{name.replace('_', '-')}")
+    for name in ("width", "height"):
+        v = getattr(s, name)
+        if v < 16 or v % 16:
+            raise TrainingError(f"{name} {v} must be a positive multiple of 16 (8x codec, 2x2 patches)", "--size")
+    if s.rollout_start < 0 or not 0 <= s.rollout_prob <= 1 or not 0 <= s.discrete_sigma_prob <= 1:
+        raise TrainingError("rollout start must be >= 0; rollout share and discrete-sigma share are in [0, 1]")
+    if s.lora_rank < 0:
+        raise TrainingError(f"must be >= 0, got {s.lora_rank}", "--lora-rank")
+    if s.weights is None and config.name == "full":
+        raise TrainingError("the full 1.3B model is fine-tuned from its weights: give --weights DIR", "--config")
+    if s.weights is None and s.codec is None:
+        raise TrainingError("training from scratch needs RGB latents: give --codec DIR (alaya-studio train codec)",
+                            "--codec")
+    return config
+
+
+# ---- model setup -------------------------------------------------------------------------------------------
+
+@dataclass
+class Modules:
+    config: FlashConfig
+    transformer: torch.nn.Module
+    gbuffer_encoder: GBufferEncoder
+    decoder: TinyDecoder
+    targets: Targets
+    rgb_encoder: Codec | None          # exported beside the decoder when we trained it
+    bank: PromptBank
+    train_gbuffer_encoder: bool
+
+
+def _own_codec(root: Path) -> Codec | None:
+    """The RGB encoder + decoder a weights directory written by `train` keeps in its tiny-decoder file."""
+    if not (root / CODEC_JSON).is_file():
+        return None
+    return load_codec(root)
+
+
+def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules:
+    if s.weights is not None:
+        pipe = FlashPipeline.from_dir(s.weights, device="cpu", dtype=torch.float32, text_encoder=s.text_encoder)
+        config = pipe.config
+        if s.config != config.name:
+            raise TrainingError(f"--config {s.config} but the weights are config {config.name!r}", "--config")
+        transformer, gbuffer_encoder, decoder, bank = pipe.transformer, pipe.gbuffer_encoder, pipe.decoder, pipe.prompts
+        codec = load_codec(s.codec) if s.codec else _own_codec(Path(s.weights))
+        if codec is not None:
+            targets = codec_targets(codec.encoder_module().to(device))
+        elif s.vae:
+            targets = wan_vae_targets(s.vae, device)
+        else:
+            raise TrainingError("no RGB encoder for these weights: give --vae WAN_DIR (the Wan 2.1 VAE) or --codec",
+                                "--vae")
+        train_encoder = False                      # a fine-tune keeps the official codecs
+    else:
+        torch.manual_seed(s.seed)
+        codec = load_codec(s.codec)
+        if codec.decoder_channels != tuple(config.decoder_channels):
+            raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
+                                f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
+                                f"--config {config.name}", "--codec")
+        transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder(config.gbuffer_hidden)
+        decoder = codec.decoder_module()
+        targets = codec_targets(codec.encoder_module().to(device))
+        encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
+        bank = PromptBank(config.text_len, config.text_dim,
+                          {t: random_embedding(t, config.text_len, config.text_dim) for t in preset_prompts()},
+                          encoder)
+        train_encoder = True
+    for module in (transformer, gbuffer_encoder):
+        module.requires_grad_(True).train()
+    return Modules(config, transformer, gbuffer_encoder, decoder, targets, codec, bank, train_encoder)
+
+
+def prompt_embeddings(bank: PromptBank, prompts: list[str], config: FlashConfig) -> torch.Tensor:
+    """(P, text_len, text_dim) for the dataset's prompts; from scratch with no text encoder every new prompt
+    gets a fixed random embedding (saved in the output's prompt cache, so the studio can use it)."""
+    out = []
+    for text in prompts:
+        if text not in bank.cached and bank.encoder is None:
+            bank.cached[text] = random_embedding(text, config.text_len, config.text_dim)
+        out.append(bank.prompt(text))
+    return torch.stack(out)
+
+
+def apply_lora(transformer: torch.nn.Module, s: TrainSettings) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=s.lora_rank, lora_alpha=s.lora_alpha, target_modules=list(s.lora_targets),
+                        lora_dropout=0.0, init_lora_weights=True)
+    try:
+        model = get_peft_model(transformer, config)
+    except ValueError as exc:
+        raise TrainingError(f"LoRA targets {list(s.lora_targets)} do not fit the transformer: "
+                            f"{str(exc).splitlines()[0][:160]}", "--lora-targets") from None
+    for name, param in model.named_parameters():
+        if ".text_sink." in name:                  # Flash's own small addition trains fully
+            param.requires_grad_(True)
+    return model
+
+
+# ---- the run -----------------------------------------------------------------------------------------------
+
+class Trainer:
+    def __init__(self, recordings: list[str], out: str | Path, s: TrainSettings, resume: bool = False,
+                 progress: bool = True):
+        self.s = s
+        self.config = check_settings(s)
+        self.out = bookkeeping.check_output_dir(out)
+        self.dist = distributed.setup()
+        self.device = self.dist.device(s.device)
+        self.cuda = self.device.startswith("cuda")
+        self.progress = progress and self.dist.is_main
+        self.modules = build_modules(s, self.config, self.device)
+        self.config = self.modules.config
+        self.data = PairedClips.from_paths(recordings, s.width, s.height,
+                                           s.chunks * self.config.chunk_frames, s.prompts)
+        self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
+        transformer = self.modules.transformer
+        if s.lora_rank:
+            transformer = apply_lora(transformer, s)
+        if s.gradient_checkpointing if s.gradient_checkpointing is not None else self.cuda:
+            transformer.enable_gradient_checkpointing() if hasattr(transformer, "enable_gradient_checkpointing") \
+                else transformer.get_base_model().enable_gradient_checkpointing()
+        if not self.modules.train_gbuffer_encoder:
+            self.modules.gbuffer_encoder.requires_grad_(False).eval()
+        self.trainee = FlashTrainee(self.config, transformer, self.modules.gbuffer_encoder,
+                                    ObjectiveSettings(s.chunks, s.discrete_sigma_prob),
+                                    torch.bfloat16 if self.cuda else None).to(self.device)
+        self.model = distributed.wrap(self.trainee, self.dist, s.fsdp)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.0, betas=(0.9, 0.99))
+        self.generator = torch.Generator().manual_seed(s.seed + 1000 * self.dist.rank)
+        self.step = 0
+        self.log = bookkeeping.JsonlLog(self.out / bookkeeping.LOG_FILE, append=resume)
+        if resume:
+            self._resume()
+
+    def _resume(self) -> None:
+        path = bookkeeping.latest_checkpoint(self.out)
+        if path is None:
+            raise TrainingError("--resume given but there is no checkpoint in checkpoints/", str(self.out))
+        state = bookkeeping.load_checkpoint(path)
+        saved = state.get("settings", {})
+        for key in ("config", "lora_rank", "width", "height", "chunks"):
+            if key in saved and saved[key] != getattr(self.s, key):
+                raise TrainingError(f"checkpoint was trained with {key}={saved[key]!r}, this run has "
+                                    f"{getattr(self.s, key)!r}", str(path))
+        try:
+            distributed.unwrap(self.model).load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise TrainingError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:160]}",
+                                str(path)) from None
+        self.generator.set_state(state["generator"])
+        self.step = int(state["step"])
+        self.log.truncate_after(self.step)
+
+    def stage(self, step: int) -> str:
+        """The stage of 0-based `step`; an absolute start keeps a resumed run with more --steps on schedule."""
+        start = self.s.rollout_start if self.s.rollout_start >= 1 else self.s.rollout_start * self.s.steps
+        return "rollout" if step >= start else "flow"
+
+    def train_step(self) -> tuple[float, str]:
+        s = self.s
+        stage = self.stage(self.step)
+        rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
+        gbuffer, rgb, which = self.data.sample(s.batch, self.generator)
+        gbuffer, rgb = gbuffer.to(self.device), rgb.to(self.device)
+        target = self.modules.targets(rgb).float()
+        loss = self.model(gbuffer, target, self.prompts[which].to(self.device), rollout, self.generator)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
+        self.optimizer.step()
+        return loss.item(), stage + ("+self" if rollout else "")
+
+    def run(self) -> dict:
+        from tqdm import tqdm
+
+        s = self.s
+        if self.dist.is_main:
+            (self.out / SETTINGS_FILE).write_text(json.dumps(self.s.to_json(), indent=2))
+        bar = tqdm(total=s.steps, initial=self.step, desc="train", unit="step", file=sys.stderr,
+                   disable=not self.progress, dynamic_ncols=True)
+        t0, done, last = time.perf_counter(), 0, {}
+        while self.step < s.steps:
+            loss, stage = self.train_step()
+            self.step += 1
+            done += 1
+            rate = done / (time.perf_counter() - t0)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", stage=stage.split("+")[0])
+            last = {"step": self.step, "loss": loss, "stage": stage.split("+")[0], "self_rollout": "+self" in stage,
+                    "lr": s.lr, "steps_per_s": round(rate, 4)}
+            if self.dist.is_main and (self.step % s.log_every == 0 or self.step == s.steps):
+                self.log.write(last)
+            out_of_time = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
+            if self.dist.active:                   # every rank stops at the same step
+                flag = torch.tensor([float(out_of_time)], device=self.device)
+                torch.distributed.all_reduce(flag)
+                out_of_time = bool(flag.item())
+            if self.step % s.checkpoint_every == 0 or self.step == s.steps or out_of_time:
+                if out_of_time and self.dist.is_main and self.step % s.log_every:
+                    self.log.write(last)
+                self.checkpoint()
+            if out_of_time:
+                last["stopped"] = "max_minutes"
+                break
+        bar.close()
+        self.export()
+        self.dist.close()
+        return last
+
+    def checkpoint(self) -> None:
+        state = {"model": distributed.unwrap(self.model).state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "generator": self.generator.get_state(), "step": self.step, "settings": self.s.to_json()}
+        if self.dist.is_main:
+            bookkeeping.save_checkpoint(self.out, self.step, state)
+            bookkeeping.draw_loss_curve(self.log.records(), self.out / bookkeeping.LOSS_PNG)
+        self.dist.barrier()
+
+    def export(self) -> None:
+        """OUT_DIR in the official layout (+ our RGB encoder beside the decoder, + the LoRA adapter)."""
+        if not self.dist.is_main:
+            return
+        trainee = distributed.unwrap(self.model)
+        transformer = copy.deepcopy(trainee.transformer).cpu()
+        if self.s.lora_rank:
+            transformer.save_pretrained(str(self.out / LORA_DIR))       # the adapter alone, for reference
+            transformer = transformer.merge_and_unload()
+        m = self.modules
+        pipe = FlashPipeline(self.config, transformer, copy.deepcopy(trainee.gbuffer_encoder).cpu(),
+                             copy.deepcopy(m.decoder).cpu(), m.bank, "cpu", torch.float32)
+        pipe.save(self.out)
+        if m.rgb_encoder is not None:
+            save_codec(m.rgb_encoder.cpu(), self.out, {"trained_with": "train"})
+
