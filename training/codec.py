@@ -23,41 +23,20 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from gbuffer.formats.common import atomic_path
 from renderer.flash.config import LATENT_CHANNELS, TEMPORAL_SCALE
-from renderer.flash.decoder import DecoderMemory, MemBlock, TinyDecoder, conv
-from renderer.flash.gbuffer_encoder import init_signal_preserving
-from renderer.flash.weights import TINY_DECODER, check_state, read_safetensors
+from renderer.flash.decoder import TinyDecoder
+from renderer.flash.taehv import StreamMemory, init_signal_preserving, run_stream, taehv_encoder
+from renderer.flash.weights import TINY_DECODER
 from training import bookkeeping
 from training.data import PairedClips
 from training.errors import TrainingError
 
 CODEC_JSON = "codec.json"
-
-
-class TPool(nn.Module):
-    """`stride` consecutive frames → one: (N*T, C, H, W) → (N*T/stride, C, H, W) (TAEHV)."""
-
-    def __init__(self, n_f: int, stride: int):
-        super().__init__()
-        self.stride = stride
-        self.conv = nn.Conv2d(n_f * stride, n_f, 1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, c, h, w = x.shape
-        return self.conv(x.reshape(-1, self.stride * c, h, w))
-
-
-def taehv_encoder(n_f: int = 64, latent_channels: int = LATENT_CHANNELS) -> nn.Sequential:
-    def stage(stride: int) -> list[nn.Module]:
-        return [TPool(n_f, stride), conv(n_f, n_f, stride=2, bias=False),
-                MemBlock(n_f, n_f), MemBlock(n_f, n_f), MemBlock(n_f, n_f)]
-
-    return nn.Sequential(conv(3, n_f), nn.ReLU(inplace=True), *stage(2), *stage(2), *stage(1),
-                         conv(n_f, latent_channels))
 
 
 class TinyEncoder(nn.Module):
@@ -66,14 +45,12 @@ class TinyEncoder(nn.Module):
         self.encoder = taehv_encoder(channels)
         init_signal_preserving(self)
 
-    def forward(self, frames: torch.Tensor, memory: DecoderMemory | None = None) -> torch.Tensor:
+    def forward(self, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
         """frames (B, T, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 16, T/4, H/8, W/8)."""
         b, t = frames.shape[:2]
         assert t % TEMPORAL_SCALE == 0, frames.shape
-        memory = memory if memory is not None else DecoderMemory()
-        x = frames.reshape(b * t, *frames.shape[2:])
-        for i, block in enumerate(self.encoder):
-            x = block(x, memory.shifted(i, x, b)) if isinstance(block, MemBlock) else block(x)
+        x = run_stream(self.encoder, frames.reshape(b * t, *frames.shape[2:]), b,
+                       memory if memory is not None else StreamMemory())
         return x.reshape(b, t // TEMPORAL_SCALE, *x.shape[1:]).transpose(1, 2)
 
 
@@ -111,14 +88,12 @@ class Codec(nn.Module):
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
         return TinyEncoder.forward(self, frames)
 
-    def decode(self, latent: torch.Tensor, memory: DecoderMemory | None = None) -> torch.Tensor:
+    def decode(self, latent: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
         """As TinyDecoder.forward but without its final clamp to [0, 1]: a clamp has no gradient outside the
         range, and a decoder that starts out of range would never come back."""
-        memory = memory if memory is not None else DecoderMemory()
         b, c, t, h, w = latent.shape
-        x = latent.transpose(1, 2).reshape(b * t, c, h, w)
-        for i, block in enumerate(self.decoder):
-            x = block(x, memory.shifted(i, x, b)) if isinstance(block, MemBlock) else block(x)
+        x = run_stream(self.decoder, latent.transpose(1, 2).reshape(b * t, c, h, w), b,
+                       memory if memory is not None else StreamMemory())
         return x.reshape(b, -1, *x.shape[1:])
 
     def decoder_module(self) -> TinyDecoder:
@@ -154,8 +129,15 @@ def load_codec(root: str | Path) -> Codec:
         codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
-    state = read_safetensors(root / TINY_DECODER)
-    check_state(codec.state_dict(), state, str(root / TINY_DECODER))
+    path = root / TINY_DECODER
+    try:
+        state = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise TrainingError(f"cannot read the codec weights: {exc}", str(path)) from None
+    expected = codec.state_dict()
+    wrong = sorted(set(expected) ^ set(state)) or [k for k in expected if expected[k].shape != state[k].shape]
+    if wrong:
+        raise TrainingError(f"weights do not fit codec.json ({len(wrong)} keys, first {wrong[0]!r})", str(path))
     codec.load_state_dict(state)
     return codec
 

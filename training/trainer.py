@@ -140,7 +140,7 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
             raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
                                 f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
                                 f"--config {config.name}", "--codec")
-        transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder(config.gbuffer_hidden)
+        transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.grouped(config.gbuffer_hidden)
         decoder = codec.decoder_module()
         targets = codec_targets(codec.encoder_module().to(device))
         encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
