@@ -76,6 +76,8 @@ class Health(BaseModel):
     renderer: str
     renderers: list[str]
     feeds: list[str]
+    renderer_info: dict[str, Any] | None = Field(None, description="the default renderer's own description once "
+                                                 "loaded (flash: config, weights, sampler, text_sink, ...)")
 
 
 class FeedInfo(BaseModel):

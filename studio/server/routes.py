@@ -26,8 +26,10 @@ async def webrtc_offer(offer: OfferRequest, request: Request) -> OfferAnswer:
 @router.get("/api/health", response_model=Health, tags=["studio"])
 async def health(request: Request) -> Health:
     st = request.app.state
+    loaded = st.sessions.loaded_renderer(st.settings.renderer)     # never loads one: health must answer at once
     return Health(version=__version__, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
-                  renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names())
+                  renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names(),
+                  renderer_info=loaded.describe() if loaded is not None else None)
 
 
 def _session(request: Request, session_id: str) -> LiveSession:

@@ -118,6 +118,10 @@ class SessionManager:
                 self._renderers[name] = create_renderer(name, **options)
             return self._renderers[name]
 
+    def loaded_renderer(self, name: str) -> Renderer | None:
+        with self._renderer_lock:
+            return self._renderers.get(name)
+
     def use_renderer(self, name: str, renderer: Renderer) -> None:
         """Serve backend `name` (one of RENDERERS) with this object: a model loaded elsewhere, or in tests a
         renderer that fails on purpose."""
