@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 
 from alaya_errors import field_error, validate
 
-from gbuffer.formats.common import check_fps, check_same_size
+from gbuffer.formats.common import AtomicFile, CommitOnExit, check_fps, check_same_size
 from gbuffer.formats.imagefile import decode_png, encode_png
 from gbuffer.frame import CHANNELS, NUM_CHANNELS, GBufferError, GBufferFrame, check_frame_array
 from gbuffer.source import RecordedSource
@@ -118,7 +118,7 @@ def _to_json(value: Any, what: str, where: str) -> str:
         raise GBufferError(f"{what} cannot be stored as JSON: {exc}", where) from None
 
 
-class GbufZipWriter:
+class GbufZipWriter(CommitOnExit):
     """Write a `.gbuf.zip` frame by frame; the size comes from the first frame.
 
     Use as a context manager: leaving the block normally finalises the archive, leaving it by an
@@ -141,7 +141,8 @@ class GbufZipWriter:
         self.size: tuple[int, int] | None = None  # (H, W)
         self.paired = False                       # frames carry rgb (decided by the first frame)
         self._timestamps: list[float] = []
-        self._tmp = self.path.with_name(self.path.name + ".tmp")
+        self._target = AtomicFile(self.path)
+        self._tmp = self._target.tmp
         try:
             self._zip: zipfile.ZipFile | None = zipfile.ZipFile(self._tmp, "w", zipfile.ZIP_STORED)
         except OSError as exc:
@@ -191,7 +192,7 @@ class GbufZipWriter:
             self.abort()
             raise
         self._zip = None
-        self._tmp.replace(self.path)
+        self._target.commit()
 
     def abort(self) -> None:
         """Discard the partial archive; `path` is left untouched."""
@@ -200,16 +201,7 @@ class GbufZipWriter:
                 self._zip.close()
             finally:
                 self._zip = None
-        self._tmp.unlink(missing_ok=True)
-
-    def __enter__(self) -> "GbufZipWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+        self._target.discard()
 
 
 class GbufZipSource(RecordedSource):
