@@ -5,6 +5,8 @@ server open their own."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -413,3 +415,19 @@ def test_the_timeline_info_follows_the_frame_on_screen(page):
     wait_until(lambda: now.inner_text() not in ("", first), 20, "the timeline info never updates")
     assert now.inner_text().startswith("· now frame ") and ", block #" in now.inner_text()
     assert "starts at frame" in page.locator("#tl-info").inner_text()
+
+
+def test_the_record_button_records_a_take_showing_its_time_and_frames(page, server):
+    take = page.locator("#alaya-take")
+    page.click("#alaya-record")
+    wait_until(lambda: page.evaluate("window.alayaStudio.recording"), 30, "recording did not start")
+    assert page.locator("#alaya-record").get_attribute("aria-pressed") == "true"
+    wait_until(lambda: re.search(r"REC \d+\.\d s · [1-9]\d* frames", take.inner_text()), 60,
+               "elapsed time and a frame count while recording")
+    page.click("#alaya-record")
+    wait_until(lambda: take.inner_text().startswith("take "), 60, "the take to be saved")
+    assert not page.evaluate("window.alayaStudio.recording")
+    take_id, frames = re.match(r"take (\S+): (\d+) frames", take.inner_text()).groups()
+    meta = json.loads((server.settings.takes_path / take_id / "take.json").read_text())
+    assert meta["frames"] == int(frames) > 0 and meta["stopped_because"] is None
+    assert "take saved" in message(page)

@@ -77,7 +77,8 @@ def chromium():
 # page that the module's tests share, in order (each leaves the session playing).
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=4) as srv:
+    with studio_with_ui(tmp_path_factory.mktemp("ui-cache"), max_sessions=4,
+                        takes_dir=tmp_path_factory.mktemp("takes")) as srv:
         yield srv
 
 

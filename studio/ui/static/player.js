@@ -71,7 +71,7 @@ export const player = {
   disconnect() {
     if (this.pc) this.pc.close();
     this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
-    this.pendingSchedules = 0; this.setPaused(false);
+    this.pendingSchedules = 0; this.setPaused(false); this.setRecording(false);
   },
   reconnectSoon() {
     if (this.reconnectTimer) return;
@@ -97,7 +97,9 @@ export const player = {
         }
         if (m.request === "schedule") this.scheduleSettled();
         if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");
+        if (m.request === "take") this.setRecording(m.action === "start");
         break;
+      case "take": if (m.state === "stopped") this.onTakeStopped(m); break;
       case "preparing":             // free text waits for the text-matching model; frames keep coming
         this.preparing = m.label;
         this.say(`preparing prompt… (${m.label})`, { ok: true, kind: "prompt" });
@@ -117,6 +119,7 @@ export const player = {
 
   onStatus(m) {
     this.lastStatus = m;
+    if (this.recording) this.onTakeStatus(m.take);
     const doc = this.timeline.doc;
     this.overlay(this.preparing ? `${m.label} · preparing ${this.preparing}…` : m.label, `frame ${m.frame}`,
                  `${m.fps.toFixed(1)} fps`);

@@ -10,6 +10,25 @@ export const presenter = {
     setTimeout(() => this.timeline.render(), 50);
   },
   togglePause() { this.send({ type: this.paused ? "play" : "pause" }); },
+  // Takes (docs/presenting.md): the session records; the page shows elapsed time and frames while it does.
+  toggleTake() { this.send({ type: "take", action: this.recording ? "stop" : "start" }); },
+  setRecording(on) {
+    this.recording = on;
+    const button = this.$("alaya-record");
+    button.textContent = on ? "■ Stop take" : "● Record take";
+    button.setAttribute("aria-pressed", String(on));
+    this.$("alaya-stage").classList.toggle("recording", on);
+    if (on) this.$("alaya-take").textContent = "● REC 0.0 s · 0 frames";
+  },
+  onTakeStatus(take) {
+    if (take) this.$("alaya-take").textContent = `● REC ${take.seconds.toFixed(1)} s · ${take.frames} frames`;
+  },
+  onTakeStopped(m) {
+    this.setRecording(false);
+    this.$("alaya-take").textContent = `take ${m.take_id}: ${m.frames} frames`;
+    this.say(m.reason ? `${m.reason} (${m.frames} frames kept in ${m.path})` : `take saved: ${m.path}`,
+             m.reason ? { kind: "take" } : { ok: true, kind: "take" });
+  },
   // Paused: the overlay says so instead of a stale FPS, and a marker shows on the stage (presenter mode too).
   setPaused(p) {
     this.paused = p;

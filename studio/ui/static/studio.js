@@ -74,6 +74,7 @@ class Studio {
     on("alaya-pause", "click", () => this.togglePause());
     on("alaya-loop", "click", () => this.toggleLoop());
     on("alaya-presenter", "click", () => this.presenter());
+    on("alaya-record", "click", () => this.toggleTake());
     this.video.addEventListener("click", () => this.drive(true));
     document.addEventListener("pointerdown", (ev) => {   // a click anywhere else releases the kart
       if (this.driving && !this.$("alaya-stage").contains(ev.target)) this.drive(false);
