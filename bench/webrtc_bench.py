@@ -126,7 +126,8 @@ def main() -> int:
     print(f"renderer {args.renderer}, target {args.fps:g} fps, {os.cpu_count()} CPUs\n{header}")
     for r in results:
         print(f"{r['size']:>9} {r['streams']:>7} {'on' if r['take'] else 'off':>5} {str(r['codec']):>10} "
-              f"{r['ttff_ms']:>8} {r['fps_per_stream']:>10} {r['fps_min']:>6} {str(r['latency_p50_ms']):>8} {str(r['latency_p95_ms']):>8} "
+              f"{r['ttff_ms']:>8} {r['fps_per_stream']:>10} {r['fps_min']:>6} {str(r['latency_p50_ms']):>8} "
+              f"{str(r['latency_p95_ms']):>8} "
               f"{r['server_cpu_per_stream']:>10}")
     document = {"renderer": args.renderer, "target_fps": args.fps, "cpus": os.cpu_count(), "results": results}
     print(json.dumps(document))

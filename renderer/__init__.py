@@ -37,4 +37,5 @@ def create_renderer(name: str = "reference", **options) -> Renderer:
     raise RendererError(f"unknown renderer {name!r}; choose one of {', '.join(RENDERERS)}", "--renderer")
 
 
-__all__ = ["RENDERERS", "SIZE_RULES", "Renderer", "RendererError", "RenderResult", "RenderSession", "check_size", "create_renderer"]
+__all__ = ["RENDERERS", "SIZE_RULES", "Renderer", "RendererError", "RenderResult", "RenderSession", "check_size",
+           "create_renderer"]

@@ -222,7 +222,8 @@ def test_feed_client_library_with_a_recorded_source(studio, tmp_path):
     with FeedClient(feed_url(studio), name="replay", width=64, height=32, fps=60, token=TOKEN) as client:
         sent = stream_source(source, client)
         # sent is not yet received: the last frames may still be in flight when stream_source returns
-        feeds = wait_until(lambda: [f for f in httpx.get(f"{studio.url}/api/feeds", timeout=60).json() if f["frames"] == 10],
+        feeds = wait_until(lambda: [f for f in httpx.get(f"{studio.url}/api/feeds", timeout=60).json()
+                                    if f["frames"] == 10],
                            20, "the studio to receive all 10 frames")
     assert sent == 10
     assert feeds == [{"name": "replay", "source": "feed:replay", "width": 64, "height": 32, "fps": 60.0,
