@@ -57,12 +57,13 @@ def browser():
 
 
 def playing_pair(page, expression: str = SELECTED_PAIR, timeout: float = 120.0) -> dict:
-    """The page's selected candidate pair once more than 10 frames decoded over it (getStats is a promise, which
-    wait_for_function does not await: polled here)."""
+    """The page's selected candidate pair once it has succeeded and more than 10 frames decoded over it (getStats
+    is a promise, which wait_for_function does not await: polled here)."""
     deadline = time.monotonic() + timeout
     while True:
         stats = page.evaluate(expression)
-        if stats.get("local") and stats["frames"] > 10:
+        # a pair that carries frames may read "in-progress" while a consent check is out: wait for "succeeded"
+        if stats.get("local") and stats["frames"] > 10 and stats.get("state") == "succeeded":
             return stats
         assert time.monotonic() < deadline, f"no frames over a selected pair within {timeout:g} s: {stats}"
         page.wait_for_timeout(250)
