@@ -57,6 +57,10 @@ class TakeInfo:
     timeline_frames: list[int] = field(default_factory=list)   # timeline frame of each take frame
     stopped_because: str | None = None
 
+    def progress(self) -> dict:
+        """What the page shows while recording."""
+        return {"frames": self.frames, "seconds": round(time.time() - self.started_wall, 1)}
+
     def to_json(self) -> dict:
         return {"id": self.id, "source": self.source, "renderer": self.renderer, "width": self.width,
                 "height": self.height, "fps": self.fps, "seed": self.seed, "started_wall": self.started_wall,

@@ -250,8 +250,7 @@ class LiveSession:
                                                        fps < 0.9 * self.fps),
                   "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state}
         if self.take is not None and not self.take.stopping:
-            status["take"] = {"frames": self.take.info.frames,
-                              "seconds": round(time.time() - self.take.info.started_wall, 1)}
+            status["take"] = self.take.info.progress()
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
         self.audience.publish(item.video, status)
@@ -383,8 +382,7 @@ class LiveSession:
         if take is None:
             return {"recording": False}
         info = take.info
-        return {"recording": not take.stopping, "take_id": info.id, "frames": info.frames,
-                "seconds": round(time.time() - info.started_wall, 1), "path": str(info.path)}
+        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": str(info.path)}
 
     def _take_stopped(self, info) -> None:
         """From the take's writer thread, once its files are closed."""
