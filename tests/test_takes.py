@@ -15,6 +15,8 @@ from studio.cli import main as cli
 from studio.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
+from studio.takes import TakeStore
+from studio.ui import mount_ui
 from studio.video import read_mp4_frames
 from webrtc.client import StudioViewer
 
@@ -25,8 +27,15 @@ VIEW = {"size": "64x32", "source": "demo", "prompt": "polar"}
 def studio(tmp_path_factory):
     torch.set_num_threads(1)
     data = tmp_path_factory.mktemp("data")
-    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data)) as server:
+    server = BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data))
+    mount_ui(server.app, cache_dir=tmp_path_factory.mktemp("cache"), prewarm_thumbnails=False)
+    with server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def take(studio):
+    return record_take(studio)
 
 
 def record_take(studio) -> tuple[dict, dict]:
@@ -54,8 +63,8 @@ def record_take(studio) -> tuple[dict, dict]:
     return asyncio.run(scenario())
 
 
-def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio, tmp_path):
-    stopped, switched = record_take(studio)
+def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio, take, tmp_path):
+    stopped, switched = take
     take = studio.settings.takes_path / stopped["take_id"]
     assert str(take) == stopped["path"] and stopped["reason"] is None
     meta = json.loads((take / "take.json").read_text())
@@ -84,6 +93,41 @@ def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio
     assert [(s["frame"], s["prompt"]) for s in segments] == [(0, "polar"), (switch_at, "volcano")]
 
 
+def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
+    stopped, _ = take
+    source = f"take:{stopped['take_id']}"
+    with httpx.Client(base_url=studio.url, timeout=60) as http:
+        listed = [c for c in http.get("/api/ui/sources").json() if c["id"] == source]
+        assert len(listed) == 1 and listed[0]["kind"] == "take", listed
+        assert f"{stopped['frames']} frames of demo, 64x32" in listed[0]["title"]
+        played = http.get(f"/api/ui/takes/{stopped['take_id']}/schedule").json()
+        assert [s["prompts"][0]["preset"] for s in played["segments"]] == ["polar", "volcano"]
+        # names that are not takes, and paths dressed as take ids, are one-line errors
+        for bad in ("take:nope", "take:../data", f"take:{stopped['take_id']}/../x"):
+            res = http.post("/api/webrtc/offer", json={"sdp": "v=0\r\nm=video", "type": "offer", "source": bad})
+            assert res.status_code == 400, res.text
+            assert res.json()["error"] == f"source: no take {bad[5:]!r} in the takes folder"
+        assert http.get("/api/ui/takes/nope/schedule").status_code == 400
+
+    async def scenario():
+        # no prompt and no schedule: the take plays with its own schedule, frame for frame
+        async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False) as viewer:
+            await viewer.wait_frames(stopped["frames"] // 2)
+            async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
+                res = await http.get(f"/api/sessions/{viewer.session_id}/schedule")
+                assert res.json() == played
+                info = (await http.get(f"/api/sessions/{viewer.session_id}")).json()
+                assert (info["source"], info["fps"]) == (source, 30.0)
+            await viewer.wait_message("ended", timeout=120)       # the take's input ends: the session says so
+            shown = {m["frame"]: m["label"] for m in viewer.messages if m.get("type") == "status"}
+        assert await wait_no_sessions(studio, 60)
+        return shown
+    shown = asyncio.run(scenario())
+    schedule = Schedule.from_json(played)
+    assert max(shown) == stopped["frames"] - 1 and len(shown) >= stopped["frames"] // 2
+    assert shown == {k: schedule.conditioning_at(k).label() for k in shown}   # every switch where it was played
+
+
 def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_path):
     async def scenario():
         async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
@@ -93,7 +137,7 @@ def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_pa
             assert error["message"] == "no take is recording"
             mark = await viewer.send({"type": "take", "action": "pause"})
             assert "action" in (await viewer.wait_message("error", after=mark))["message"]
-            studio.app.state.sessions.sessions[viewer.session_id].takes_dir = tmp_path / "a-file"
+            studio.app.state.sessions.sessions[viewer.session_id].takes = TakeStore(tmp_path / "a-file")
             (tmp_path / "a-file").write_text("not a folder")
             mark = await viewer.send({"type": "take", "action": "start"})
             error = await viewer.wait_message("error", after=mark)

@@ -431,3 +431,19 @@ def test_the_record_button_records_a_take_showing_its_time_and_frames(page, serv
     meta = json.loads((server.settings.takes_path / take_id / "take.json").read_text())
     assert meta["frames"] == int(frames) > 0 and meta["stopped_because"] is None
     assert "take saved" in message(page)
+    # the take is now a source: picked, it plays with its own schedule on the timeline
+    source = f"take:{take_id}"
+    wait_until(lambda: page.locator(f'#alaya-source option[value="{source}"]').count() == 1, 30,
+               "the take in the source picker")
+    before = page.evaluate("window.alayaStudio.sessionId")
+    page.select_option("#alaya-source", source)
+    played = Schedule.from_json(json.loads((server.settings.takes_path / take_id / "schedule.json").read_text()))
+    wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == played.length, 30,
+               "the take's schedule on the timeline")
+    session = wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, before) and
+                         page.evaluate("window.alayaStudio.sessionId"), 60, "a session on the take")
+    shown = page.evaluate(f"""async () => (await (await fetch('/api/sessions/{session}')).json()).source""")
+    assert shown == source
+    page.select_option("#alaya-source", "engine")            # the module's other tests drive the engine
+    wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, session), 60,
+               "back on the engine")

@@ -54,6 +54,7 @@ class FrameBuffer:
         self._cond = threading.Condition()
         self._ready = asyncio.Event()
         self.closed = False
+        self._taken = 0                  # frames the consumer took and is pacing out, not sent yet
         # seconds per frame the producer achieves (moving average); the track never paces faster, so a slow
         # renderer gives an even, lower rate instead of chunk-sized bursts
         self.production_period = 0.0
@@ -78,6 +79,15 @@ class FrameBuffer:
         self._loop.call_soon_threadsafe(self._ready.set)
         return True
 
+    @property
+    def drained(self) -> bool:
+        """Every frame put has gone out (or was cleared): none waiting, none taken and not yet sent."""
+        return not self._items and not self._taken
+
+    def sent(self) -> None:
+        """The consumer sent the frame it took last (event loop side, like get)."""
+        self._taken = max(0, self._taken - 1)
+
     def clear(self) -> None:
         """Drop frames not sent yet (after a seek, so the picture jumps at once)."""
         with self._cond:
@@ -89,6 +99,7 @@ class FrameBuffer:
             with self._cond:
                 if self._items:
                     item = self._items.popleft()
+                    self._taken += 1
                     self._cond.notify_all()
                     return item
                 if self.closed:
@@ -179,6 +190,7 @@ class SessionVideoTrack(MediaStreamTrack):
             self.sending_since = sent_at  # (re)started after a pause or a stall
         self.last_sent = sent_at
         self.meter.tick(sent_at)
+        self.buffer.sent()
         if self.on_sent is not None:
             self.on_sent(item, sent_at)
         return frame

@@ -144,7 +144,9 @@ class GbufZipWriter(CommitOnExit):
         self._target = AtomicFile(self.path)
         self._tmp = self._target.tmp
         try:
-            self._zip: zipfile.ZipFile | None = zipfile.ZipFile(self._tmp, "w", zipfile.ZIP_STORED)
+            # our own handle, so close() can cut what a failed frame left past the end record (zipfile doesn't)
+            self._file = open(self._tmp, "w+b")
+            self._zip: zipfile.ZipFile | None = zipfile.ZipFile(self._file, "w", zipfile.ZIP_STORED)
         except OSError as exc:
             raise GBufferError(f"cannot write here: {exc.strerror or exc}", self.where) from None
 
@@ -165,13 +167,30 @@ class GbufZipWriter(CommitOnExit):
         elif (frame.rgb is not None) != self.paired:   # a half-paired recording would be useless for training
             raise GBufferError(f"frame {frame.index} {'has no' if self.paired else 'has an'} rgb image but "
                                f"frame 0 {'has one' if self.paired else 'has none'}", self.where)
-        self._zip.writestr(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))
+        entries = [(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))]
         if self.paired:
-            self._zip.writestr(rgb_entry(i), encode_png(np.ascontiguousarray(frame.rgb)))
+            entries.append((rgb_entry(i), encode_png(np.ascontiguousarray(frame.rgb))))
         if meta is not None:
-            self._zip.writestr(frame_entry(i, "json"), meta)
+            entries.append((frame_entry(i, "json"), meta))
+        self._write_frame_entries(entries)
         self._timestamps.append(timestamp)
         self.frames_written += 1
+
+    def _write_frame_entries(self, entries: list[tuple[str, bytes]]) -> None:
+        """All of a frame's entries or none: when a write fails (disk full), the entries of the half-written
+        frame are taken back, so `close()` (once there is room again) still writes a valid archive of the
+        complete frames. The next entry, or the central directory, is written over the half-written bytes."""
+        z = self._zip
+        listed, end = len(z.filelist), z.start_dir
+        try:
+            for name, payload in entries:
+                z.writestr(name, payload)
+        except BaseException:
+            for info in z.filelist[listed:]:
+                z.NameToInfo.pop(info.filename, None)
+            del z.filelist[listed:]
+            z.start_dir = end
+            raise
 
     def close(self) -> None:
         """Write the manifest and move the archive into place. An empty recording is an error."""
@@ -188,6 +207,8 @@ class GbufZipWriter(CommitOnExit):
         try:
             self._zip.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1, exclude_none=True))
             self._zip.close()
+            self._file.truncate()           # the end record is last, even after a taken-back frame
+            self._file.close()
         except BaseException:
             self.abort()
             raise
@@ -196,12 +217,18 @@ class GbufZipWriter(CommitOnExit):
 
     def abort(self) -> None:
         """Discard the partial archive; `path` is left untouched."""
-        if self._zip is not None:
+        zip_, self._zip = self._zip, None
+        try:
+            if zip_ is not None:
+                zip_.close()
+        except OSError:
+            pass                            # a full disk: the partial goes anyway
+        finally:
             try:
-                self._zip.close()
-            finally:
-                self._zip = None
-        self._target.discard()
+                self._file.close()
+            except OSError:
+                pass
+            self._target.discard()
 
 
 class GbufZipSource(RecordedSource):

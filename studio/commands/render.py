@@ -56,13 +56,13 @@ def run(args) -> int:
     schedule = None
     if len(args.inputs) == 1 and is_take(args.inputs[0]):
         # a take replays its input with its schedule as played, at its size, seed and renderer unless overridden
-        meta, recording, take_schedule = open_take(args.inputs[0])
-        args.inputs = [str(recording)]
-        size = size or Size(meta["width"], meta["height"])
-        args.fps = args.fps or meta["fps"]
-        args.renderer = args.renderer or meta["renderer"]
-        args.seed = meta["seed"] if args.seed is None else args.seed
-        schedule = take_schedule
+        take = open_take(args.inputs[0])
+        args.inputs = [str(take.input)]
+        size = size or Size(take.meta["width"], take.meta["height"])
+        args.fps = args.fps or take.meta["fps"]
+        args.renderer = args.renderer or take.meta["renderer"]
+        args.seed = take.meta["seed"] if args.seed is None else args.seed
+        schedule = take.schedule
     if args.schedule:
         schedule = load_schedule(args.schedule)
     elif args.prompt:

@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--size", default="416x224", help="default session size WxH")
     p.add_argument("--fps", type=float, default=30.0, help="default session frame rate")
     p.add_argument("--takes-dir", type=Path, help="where takes are recorded (default: DATA_DIR/takes, else ./takes)")
+    p.add_argument("--take-min-free-mb", type=float, default=256, metavar="MB",
+                   help="a take stops cleanly when its disk has less free space than this (default 256)")
     p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
     p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
     p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
@@ -57,6 +59,8 @@ def settings_from_args(args):
         raise UserError(f"{args.weights} is not a directory", "--weights")
     if args.max_watchers < 0:
         raise UserError(f"{args.max_watchers} must be 0 or more", "--max-watchers")
+    if not 0 <= args.take_min_free_mb < 2**40:   # NaN fails this too
+        raise UserError(f"{args.take_min_free_mb:g} must be 0 or more megabytes", "--take-min-free-mb")
     options = parse_renderer_options(args.renderer_option)
     if options and args.renderer != "flash":
         raise UserError("only the flash renderer takes settings", "--renderer-option")
@@ -72,7 +76,8 @@ def settings_from_args(args):
     return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
                     width=width, height=height, fps=args.fps, ice=ice_from_args(args),
-                    max_watchers=args.max_watchers, takes_dir=args.takes_dir, osc_port=args.osc_port,
+                    max_watchers=args.max_watchers, takes_dir=args.takes_dir,
+                    take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
                     osc_host=args.osc_host, osc_session=args.osc_session)
 
 

@@ -15,7 +15,6 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import av
@@ -27,7 +26,7 @@ from studio.rollout import RenderedFrame, Rollout
 from studio.server import timeline
 from studio.server.audience import Audience
 from studio.server.metrics import SessionObserver
-from studio.takes import TakeError, TakeRecorder
+from studio.takes import TakeError, TakeRecorder, TakeStore
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
@@ -62,7 +61,7 @@ class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
                  stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
-                 takes_dir: Path | None = None, max_watchers: int = 10):
+                 takes: TakeStore | None = None, max_watchers: int = 10):
         self.id = session_id
         self.rollout = rollout
         self.fps = fps
@@ -80,7 +79,7 @@ class LiveSession:
         self.state = "starting"          # starting → playing / paused / ended → closed
         self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
         self.observer = observer
-        self.takes_dir = takes_dir
+        self.takes = takes
         self.take: TakeRecorder | None = None   # the take being recorded, if any
         self.first_frame_sent: float | None = None
         self.errors = 0
@@ -89,6 +88,7 @@ class LiveSession:
         self._wake = threading.Event()
         self._paused = False
         self._ended = False
+        self._after_sent: dict | None = None     # a message to send after the last frame now buffered
         self._seeks = 0
         self._stop = False
         self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
@@ -157,10 +157,11 @@ class LiveSession:
                         continue
                     self._ended = True
                     self.state = "ended"
-                    self.send({"type": "ended", "frame": self.rollout.frame_index,
-                               "reason": "the source ended"})
+                    ended = {"type": "ended", "frame": self.rollout.frame_index, "reason": "the source ended"}
                     if not self.rollout.recorded:
+                        self.send(ended)   # now: the session closes right after, its last frames with it
                         break  # a live source that ends (a feed that went away) does not come back
+                    self._after_last_frame(ended)   # the session stays (seek, loop): after its last frame
                     continue
                 self._hand_over(chunk, t0, wall0)
         except UserError as exc:
@@ -175,6 +176,19 @@ class LiveSession:
             self.buffer.close()
             if self.state == "ended" and self.on_ended is not None:
                 self.on_ended(self)
+
+    def _after_last_frame(self, message: dict) -> None:
+        """Send `message` once the frames handed over so far have gone out: a viewer hears 'ended' after the
+        last frame, not while the last chunk is still being paced out."""
+        def on_loop() -> None:
+            if self.buffer.drained:
+                self.send(message)
+            else:
+                self._after_sent = message
+        try:
+            self.loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:
+            pass
 
     def _at_end(self) -> bool:
         return self.rollout.recorded and self.rollout.frame_index >= len(self.rollout.source)
@@ -253,6 +267,9 @@ class LiveSession:
             status["take"] = self.take.info.progress()
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
         self.send(status)
+        if self._after_sent is not None and self.buffer.drained:
+            message, self._after_sent = self._after_sent, None
+            self.send(message)
         self.audience.publish(item.video, status)
 
     def attach_channel(self, channel) -> None:
@@ -359,11 +376,11 @@ class LiveSession:
     def start_take(self) -> dict:
         if self.take is not None and not self.take.stopping:
             raise TakeError(f"take {self.take.info.id} is already recording", "take")
-        if self.takes_dir is None:
+        if self.takes is None:
             raise TakeError("this studio records no takes", "take")
-        self.take = TakeRecorder.start(self.takes_dir, self._take_stopped, source=self.source_name,
-                                       renderer=self.renderer_name, width=self.width, height=self.height,
-                                       fps=self.fps, seed=self.rollout.session.seed)
+        self.take = self.takes.start(self._take_stopped, source=self.source_name, renderer=self.renderer_name,
+                                     width=self.width, height=self.height, fps=self.fps,
+                                     seed=self.rollout.session.seed)
         message = {"type": "ack", "request": "take", "action": "start", **self.take_status()}
         self.send(message)
         return message

@@ -30,6 +30,7 @@ from studio.server.settings import Settings
 from studio.server.tasks import TaskSet, cancel_and_wait
 from studio.server.timeline import initial_schedule
 from studio.sources import ENGINE_INPUTS, open_source
+from studio.takes import TAKE_PREFIX
 from webrtc.encoders import EncoderSettings, prefer_codecs
 from webrtc.stamp import BITS, cell_size
 
@@ -101,9 +102,14 @@ class SessionManager:
         check_size(renderer, *size)
         if stamp and (size.width < BITS * cell_size(size.width) or size.height < 2 * cell_size(size.width)):
             raise OfferError(f"{size} is too small for the frame stamp (at least {BITS * 4}x8)", "stamp")
-        schedule = initial_schedule(options.schedule, options.prompt, options.fps or s.fps)
+        take = self.settings.takes.open(options.source[len(TAKE_PREFIX):]) if options.source.startswith(
+            TAKE_PREFIX) else None
+        if take is not None and options.schedule is None and options.prompt is None:
+            schedule = take.schedule        # a take replays with its switches where they were played
+        else:
+            schedule = initial_schedule(options.schedule, options.prompt, options.fps or s.fps)
         # a schedule carries its own frame rate (its frames are the stream's frames)
-        fps = options.fps or (schedule.fps if options.schedule is not None else s.fps)
+        fps = options.fps or (schedule.fps if options.schedule is not None or take is not None else s.fps)
         if fps > s.max_fps:
             raise OfferError(f"{fps:g} fps is above this studio's cap of {s.max_fps:g}", "fps")
         return SessionPlan(options.source, renderer, size.width, size.height, fps, options.seed, schedule)
@@ -134,6 +140,8 @@ class SessionManager:
             return FeedSource(self.feeds.get(name[5:]), session_id, self.settings.feed_idle_timeout_s)
         if name in ENGINE_INPUTS:
             return open_source([name], width=plan.width, height=plan.height, fps=plan.fps, seed=plan.seed)
+        if name.startswith(TAKE_PREFIX):
+            return open_source([str(self.settings.takes.open(name[len(TAKE_PREFIX):]).input)], fps=plan.fps)
         if self.settings.data_dir is None:
             raise OfferError(f"{name!r} is not 'demo', 'engine' or 'feed:NAME', and this studio serves no "
                              "recorded sequences (start it with --data-dir)", "source")
@@ -173,7 +181,7 @@ class SessionManager:
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
                                   renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at, takes_dir=self.settings.takes_path,
+                                  offered_at=offered_at, takes=self.settings.takes,
                                   max_watchers=self.settings.max_watchers)
             try:
                 answer = await self._negotiate(session, req, plan)

@@ -6,6 +6,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studio.takes import TakeStore
+from studio.takes.recorder import DEFAULT_MIN_FREE
 from webrtc.ice import IceConfig
 
 
@@ -33,6 +35,7 @@ class Settings:
     max_watchers: int = 10            # audience peers (watch page, WHEP) per session
     warm_text_matching: bool = True   # load the free-text matcher at start, not on the first free-text prompt
     takes_dir: Path | None = None     # where takes are recorded; default: DATA_DIR/takes, else ./takes
+    take_min_free: int = DEFAULT_MIN_FREE   # bytes: a take stops cleanly when its disk has less free space
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off
     osc_host: str = "127.0.0.1"
     osc_session: str | None = None    # the session OSC commands without /alaya/session/<id>/ go to; None = newest
@@ -42,6 +45,10 @@ class Settings:
         if self.takes_dir is not None:
             return Path(self.takes_dir)
         return Path(self.data_dir) / "takes" if self.data_dir is not None else Path("takes")
+
+    @property
+    def takes(self) -> TakeStore:
+        return TakeStore(self.takes_path, self.take_min_free)
 
     @property
     def loopback(self) -> bool:

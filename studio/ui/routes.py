@@ -19,6 +19,7 @@ from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, pars
 from studio.schedule.easing import EASINGS
 from studio.server.models import ErrorBody, SessionOptions
 from studio.sources import ENGINE_INPUTS
+from studio.takes import TAKE_PREFIX
 from studio.ui import inspector
 from studio.ui.jobs import RenderJob, RenderJobs
 from studio.ui.thumbnails import ThumbnailCache
@@ -73,7 +74,7 @@ def thumbnail(name: str, request: Request) -> Response:
 class SourceChoice(BaseModel):
     id: str = Field(description="what an offer's `source` takes")
     title: str
-    kind: Literal["engine", "recorded", "feed"]
+    kind: Literal["engine", "recorded", "feed", "take"]
 
 
 def recorded_sequences(data_dir: Path) -> list[str]:
@@ -99,7 +100,15 @@ def sources(request: Request) -> list[SourceChoice]:
     out += [SourceChoice(id=name, title=name, kind="recorded") for name in recorded_sequences(_ui(request).data_dir)]
     out += [SourceChoice(id=f"feed:{f.name}", title=f"External engine {f.name} ({f.hello.width}x{f.hello.height})",
                          kind="feed") for f in request.app.state.feeds.feeds()]
+    out += [SourceChoice(id=TAKE_PREFIX + t.id, title=t.title, kind="take")
+            for t in request.app.state.settings.takes.finished()]
     return out
+
+
+@router.get("/takes/{take_id}/schedule", responses=ERRORS)
+def take_schedule(take_id: str, request: Request) -> dict:
+    """A take's schedule as played: what the timeline shows when the take is picked as the source."""
+    return request.app.state.settings.takes.open(take_id).schedule.to_json()
 
 
 class UploadResult(BaseModel):

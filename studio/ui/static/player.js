@@ -32,7 +32,8 @@ async function gatherIce(pc) {
 export const player = {
   async connect(source) {
     this.disconnect();
-    if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
+    if (source.startsWith("take:") && this.connectedSource !== source) await this.takeTimeline(source);
+    else if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
     this.connectedSource = source;
     this.source = source; this.$("alaya-source").value = source;
     this.timeline.extent = 0; this.timeline.playhead = 0;

@@ -1,5 +1,7 @@
 // Presenter mode and the page's hotkeys: full-window video, pause/play, loop. Mixed into the Studio.
 
+import { api } from "./api.js";
+
 export const presenter = {
   presenter(on = !this.root.classList.contains("presenter")) {
     this.root.classList.toggle("presenter", on);
@@ -28,6 +30,8 @@ export const presenter = {
     this.$("alaya-take").textContent = `take ${m.take_id}: ${m.frames} frames`;
     this.say(m.reason ? `${m.reason} (${m.frames} frames kept in ${m.path})` : `take saved: ${m.path}`,
              m.reason ? { kind: "take" } : { ok: true, kind: "take" });
+    // the take is now a source: it can be replayed from the picker
+    api("GET", "/api/ui/sources").then((s) => this.fillSources(s, this.source)).catch(() => {});
   },
   // Paused: the overlay says so instead of a stale FPS, and a marker shows on the stage (presenter mode too).
   setPaused(p) {

@@ -59,6 +59,14 @@ export const timelineGlue = {
     this.timeline.set({ version: 1, fps, segments: [{ start: 0, prompts: [{ preset }] }] }, { notify: false });
     this.timelineBuilt = false;
   },
+  // A take replays with its switches where they were played: its schedule becomes the timeline (editable).
+  async takeTimeline(source) {
+    try {
+      const id = encodeURIComponent(source.slice("take:".length));
+      this.timeline.set(await api("GET", `/api/ui/takes/${id}/schedule`), { notify: false });
+      this.timelineBuilt = false;
+    } catch (err) { this.say(err.message, { kind: "source" }); this.freshTimeline(); }
+  },
   loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
 
   async importText(text) {
