@@ -38,7 +38,8 @@ class RenderSession(abc.ABC):
     width: int
     height: int
     seed: int
-    chunk_size: int
+    chunk_size: int                 # frames a rollout hands over per step (what a live session waits for)
+    max_chunk: int | None = None    # frames render() accepts at once when more than chunk_size (None: the same)
 
     @abc.abstractmethod
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
@@ -73,7 +74,8 @@ class Renderer(abc.ABC):
 def check_chunk(session: RenderSession, frames: Sequence[GBufferFrame],
                 conditioning: Sequence[Conditioning]) -> None:
     """Shared argument checks for RenderSession.render implementations."""
-    if not 1 <= len(frames) <= session.chunk_size:
-        raise RendererError(f"a chunk has 1..{session.chunk_size} frames, got {len(frames)}")
+    most = session.max_chunk or session.chunk_size
+    if not 1 <= len(frames) <= most:
+        raise RendererError(f"a chunk has 1..{most} frames, got {len(frames)}")
     if len(conditioning) != len(frames):
         raise RendererError(f"{len(frames)} frames but {len(conditioning)} conditionings")

@@ -225,3 +225,15 @@ def test_lava_sends_the_kart_back_to_the_track_and_water_slows_it():
                             vz=10.0 * math.sin(physics.state.heading))
     speeds = [physics.step(PlayerInput()).speed for _ in range(TICK_HZ // 2)]
     assert physics.state.surface == "water" and speeds[-1] < 4.0
+
+
+def test_the_state_reports_the_control_its_last_tick_was_driven_with():
+    """What a driver's key press changes first: the frame's `control` (latency benchmarks look for it)."""
+    sim = EngineSimulation(seed=2, autopilot=True)
+    sim.advance()
+    assert sim.state()["control"]["throttle"] > 0                 # the autopilot drives
+    sim.autopilot = False
+    sim.apply_input(PlayerInput(steer=-1.0, throttle=0.5))
+    assert sim.state()["control"]["steer"] != -1.0 or sim.state()["control"]["throttle"] != 0.5   # not yet ticked
+    sim.advance()
+    assert sim.state()["control"] == {"steer": -1.0, "throttle": 0.5, "brake": 0.0}

@@ -45,4 +45,4 @@ def test_metrics_have_histograms_of_render_time_latency_and_first_frame(studio):
     assert m["alaya_sessions_active"] == 1 and m["alaya_sessions_started_total"] >= 1
     assert m[f'alaya_session_frames_sent_total{{{ref},session="{session_id}"}}'] >= 8
     assert health["version"] == version("alaya-studio")
-    assert health["renderer_info"] == {"name": "reference", "chunk_size": 4, "device": "cpu"}
+    assert health["renderer_info"] == {"name": "reference", "chunk_size": 1, "device": "cpu"}

@@ -155,8 +155,8 @@ def test_unknown_preset_in_a_conditioning_is_a_preset_error(session, frame):
 
 
 @pytest.mark.parametrize("n_frames, n_cond, msg", [
-    (0, 0, r"1\.\.4 frames, got 0"),
-    (5, 5, r"1\.\.4 frames, got 5"),
+    (0, 0, r"1\.\.16 frames, got 0"),
+    (17, 17, r"1\.\.16 frames, got 17"),
     (2, 1, "2 frames but 1 conditionings"),
 ])
 def test_bad_chunks_are_renderer_errors(session, frame, n_frames, n_cond, msg):

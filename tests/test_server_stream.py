@@ -59,6 +59,11 @@ def test_stream_decodes_stamped_frames_in_order(studio):
             assert status["label"] == "cyberpunk" and status["target_fps"] == 30
             assert {"frame", "fps", "latency_ms", "stages_ms", "prompts"} <= status.keys()
             assert status["stages_ms"]["total"] > 0
+            # per-frame hand-over: each frame leaves as soon as it is rendered, and at most one waits behind the
+            # one being sent (a renderer faster than the stream rate keeps the hand-over full, never longer)
+            statuses = viewer.statuses()
+            assert {s["chunk_size"] for s in statuses} == {1}
+            assert max(s["queued"] for s in statuses) <= 1, [s["queued"] for s in statuses]
     run(scenario())
 
 
@@ -268,4 +273,24 @@ def test_vp8_only_peers_get_vp8_with_the_session_bitrate(studio):
             assert type(encoder).__name__ == "SessionVp8Encoder"
             assert encoder.settings.bitrate == 1_500_000
             assert encoder.codec.gop_size == 60  # a keyframe every 2 s, not aiortc's 3000 frames
+    run(scenario())
+
+
+def test_the_stamp_turns_on_and_off_mid_session_and_refuses_a_picture_too_small(studio):
+    async def scenario():
+        async with StudioViewer(studio.url, size="160x96", source="drive") as viewer:
+            await viewer.wait_frames(3)
+            assert all(f.stamp is None for f in viewer.frames)
+            mark = await viewer.send({"type": "stamp", "on": True})
+            ack = await viewer.wait_message("ack", after=mark, request="stamp")
+            n = len(viewer.frames)
+            await viewer.wait_until(lambda: sum(f.stamp is not None for f in viewer.frames[n:]) >= 5, 60,
+                                    "stamped frames")
+            assert all(f.stamp >= ack["frame"] for f in viewer.frames[n:] if f.stamp is not None)
+        async with StudioViewer(studio.url, size="32x16", source="drive", keep_pixels=False) as tiny:
+            await tiny.wait_frames(2)
+            mark = await tiny.send({"type": "stamp", "on": True})
+            error = await tiny.wait_message("error", after=mark)
+            assert error["message"] == "32x16 is too small for the frame stamp" and error["where"] == "stamp"
+        assert await wait_no_sessions(studio)
     run(scenario())

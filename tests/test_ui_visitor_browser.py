@@ -447,3 +447,20 @@ def test_the_record_button_records_a_take_showing_its_time_and_frames(page, serv
     page.select_option("#alaya-source", "engine")            # the module's other tests drive the engine
     wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, session), 60,
                "back on the engine")
+
+
+def test_the_page_measures_glass_to_glass_latency_from_the_stamp_it_reads_back(page):
+    """Measure on: the server stamps each frame, the page reads the stamp off the picture it presents and shows
+    the latency from render start to screen; off: no stamp, no figures."""
+    page.check("#alaya-measure")
+    wait_until(lambda: (page.evaluate("window.alayaStudio.latencyNow") or {}).get("samples", 0) >= 10, 60,
+               "glass-to-glass samples from stamped frames")
+    now = page.evaluate("window.alayaStudio.latencyNow")
+    assert 0 < now["median"] <= now["p95"] < 10_000, now
+    assert re.fullmatch(r"glass-to-glass \d+ ms median · \d+ ms p95 \(last 2 s\)",
+                        page.locator("#alaya-g2g").inner_text())
+    # one machine, one clock: the ping/pong offset estimate is near zero
+    assert abs(page.evaluate("window.alayaStudio.clockOffset()")) < 50
+    page.uncheck("#alaya-measure")
+    wait_until(lambda: page.evaluate("window.alayaStudio.readStamp()") is None, 30, "the stamp gone from the picture")
+    assert page.locator("#alaya-g2g").inner_text() == ""

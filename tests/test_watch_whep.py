@@ -5,6 +5,7 @@ refused control messages, the per-session watcher limit, and "ended" when the ow
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -88,14 +89,15 @@ def test_watchers_share_the_owners_encode(studio):
     run(scenario())
 
 
-def test_watchers_cannot_steer_but_may_ask_for_stats(studio):
+def test_watchers_cannot_steer_but_may_ask_for_stats_and_the_clock(studio):
     async def scenario():
         owner, key = await owner_and_key(studio)
         try:
             async with WhepViewer(studio.url, owner.session_id, key, status=True, keep_pixels=False) as watcher:
                 await watcher.wait_message("hello")
                 for message in ({"type": "preset", "name": "volcano"}, {"type": "pause"},
-                                {"type": "seek", "frame": 3}, {"type": "schedule", "text": "0: polar"}):
+                                {"type": "seek", "frame": 3}, {"type": "schedule", "text": "0: polar"},
+                                {"type": "stamp", "on": True}):
                     mark = await watcher.send(message)
                     error = await watcher.wait_message("error", after=mark, request=message["type"])
                     assert "watchers cannot control" in error["message"]
@@ -103,6 +105,10 @@ def test_watchers_cannot_steer_but_may_ask_for_stats(studio):
                 assert "not JSON" in (await watcher.wait_message("error", after=mark))["message"]
                 mark = await watcher.send({"type": "stats"})
                 assert (await watcher.wait_message("stats", after=mark))["session_id"] == owner.session_id
+                sent = time.time() * 1e3
+                mark = await watcher.send({"type": "ping", "t": sent})
+                pong = await watcher.wait_message("pong", after=mark)
+                assert pong["t"] == sent and sent <= pong["server_ms"] <= time.time() * 1e3   # one machine, one clock
                 await watcher.wait_frames(len(watcher.frames) + 5)
             session = studio.sessions[owner.session_id]
             segments = session.rollout.schedule.to_json()["segments"]

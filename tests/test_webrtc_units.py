@@ -106,6 +106,9 @@ def test_encoder_settings_scale_with_the_picture():
     ('{"type": "blend", "prompts": []}', "blend message: prompts"),
     ('{"type": "input", "steer": 3}', "input message: steer"),
     ('{"type": "play", "extra": 1}', "play message: extra"),
+    ('{"type": "ping", "t": NaN}', "ping message: t"),
+    ('{"type": "ping"}', "ping message: t: Field required"),
+    ('{"type": "stamp", "on": "yes please"}', "stamp message: on"),
     (b"\xff\xfe", "not UTF-8"),
     ("x" * (dc.MAX_MESSAGE_BYTES + 1), "exceeds"),
 ])
@@ -119,6 +122,8 @@ def test_good_datachannel_messages_parse():
                                   ' {"text": "a foggy harbour"}], "transition": 12}')
     assert msg.transition == 12 and [p.name() for p in msg.prompts] == ["volcano", "a foggy harbour"]
     assert dc.parse_client_message('{"type": "seek", "frame": 5}').frame == 5
+    assert dc.parse_client_message('{"type": "ping", "t": 1796040954230.5}').t == 1796040954230.5
+    assert dc.parse_client_message('{"type": "stamp", "on": false}').on is False
 
 
 def test_key_state_turns_keys_into_player_input():

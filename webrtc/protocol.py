@@ -136,13 +136,29 @@ class Take(_Message):
     action: Literal["start", "stop"]
 
 
+class Ping(_Message):
+    """Clock probe: answered at once with `pong` carrying `t` back and the server's clock, so the page can put
+    its own display times on the server's clock (glass-to-glass latency across machines)."""
+
+    type: Literal["ping"]
+    t: float = Field(allow_inf_nan=False, description="the page's clock, Unix milliseconds")
+
+
+class Stamp(_Message):
+    """Draw the frame index into each frame's corner from now on (or stop): what the page reads back to
+    measure glass-to-glass latency (docs/datachannel.md#frame-stamp)."""
+
+    type: Literal["stamp"]
+    on: bool
+
+
 ClientMessage = Annotated[
     Union[SetPrompt, SetPreset, SetBlend, SetSchedule, PatchSchedule, Play, Pause, Seek, Loop, Key, Input,
-          Autopilot, Stats, Take],
+          Autopilot, Stats, Take, Ping, Stamp],
     Field(discriminator="type")]
 _adapter: TypeAdapter = TypeAdapter(ClientMessage)
 MESSAGE_TYPES = ("prompt", "preset", "blend", "schedule", "switch", "play", "pause", "seek", "loop", "key",
-                 "input", "autopilot", "stats", "take")
+                 "input", "autopilot", "stats", "take", "ping", "stamp")
 
 
 def parse_client_message(text: str | bytes) -> BaseModel:

@@ -18,6 +18,12 @@ def cell_size(width: int) -> int:
     return int(max(4, min(16, width // (BITS + 4))))
 
 
+def stamp_fits(width: int, height: int) -> bool:
+    """Whether a picture of this size has room for the stamp."""
+    c = cell_size(width)
+    return width >= BITS * c and height >= 2 * c
+
+
 def stamp_index(rgb: np.ndarray, index: int) -> np.ndarray:
     """Draw `index` into a copy of `rgb` (H, W, 3) uint8 and return it."""
     out = np.array(rgb, dtype=np.uint8, copy=True)

@@ -80,6 +80,11 @@ class FrameBuffer:
         return True
 
     @property
+    def queued(self) -> int:
+        """Frames waiting to be taken by the consumer."""
+        return len(self._items)
+
+    @property
     def drained(self) -> bool:
         """Every frame put has gone out (or was cleared): none waiting, none taken and not yet sent."""
         return not self._items and not self._taken
@@ -87,6 +92,13 @@ class FrameBuffer:
     def sent(self) -> None:
         """The consumer sent the frame it took last (event loop side, like get)."""
         self._taken = max(0, self._taken - 1)
+
+    def wait_for_room(self, timeout: float) -> bool:
+        """Block (worker thread) until a put would not wait; False if closed or timed out. A per-frame producer
+        calls it *before* rendering, so the frame it renders next is as fresh as it can be when it goes out."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.closed or len(self._items) < self.capacity, timeout) \
+                and not self.closed
 
     def clear(self) -> None:
         """Drop frames not sent yet (after a seek, so the picture jumps at once)."""
@@ -166,20 +178,23 @@ class SessionVideoTrack(MediaStreamTrack):
         if self.on_first_recv is not None:
             self.on_first_recv()
             self.on_first_recv = None
+        # Wait for the frame's slot first, then take the frame: a frame waits in the buffer, where a per-frame
+        # producer sees it and holds its next render back, rather than here, where it would only grow older.
+        due = None
+        if self._last_due is not None:
+            due = self._last_due + max(self.period, self.buffer.production_period)
+            if (ahead := due - time.perf_counter()) > 0:
+                await asyncio.sleep(ahead)
         try:
             item = await self.buffer.get()
         except BufferClosed:
             self.stop()
             raise MediaStreamError from None
         now = time.perf_counter()
-        if self._last_due is None:
+        if due is None:
             self._start = due = now
-        else:
-            due = self._last_due + max(self.period, self.buffer.production_period)
-            if now < due:
-                await asyncio.sleep(due - now)
-            elif now - due > self.period:
-                due = now  # late: restart the clock here instead of bursting to catch up
+        elif now - due > self.period:
+            due = now  # late: restart the clock here instead of bursting to catch up
         self._last_due = due
         frame = item.video
         frame.pts = round((due - self._start) * VIDEO_CLOCK)

@@ -41,6 +41,7 @@ class EngineSimulation:
         self.camera.snap(self.physics.state)
         self.autopilot = bool(autopilot)
         self.player_input = PlayerInput()
+        self.control = PlayerInput()    # what the last tick was driven with (the autopilot's or the player's)
         self._reset_pending = False
         self._input_lock = threading.Lock()
         self._best_travelled = 0    # furthest point reached along the track (centre samples)...
@@ -60,6 +61,7 @@ class EngineSimulation:
         control = self.pilot.control(self.physics.state) if self.autopilot else player
         if reset:
             control = replace(control, reset=True)
+        self.control = control
         before = self.physics.state
         state = self.physics.step(control)
         if not self.autopilot or state.travelled > self._best_travelled:
@@ -96,6 +98,9 @@ class EngineSimulation:
             "tick": s.tick,
             "autopilot": self.autopilot,
             "seed": self.seed,
+            # the control of the frame's last tick: how a driver (or a latency benchmark) sees an input land
+            "control": {"steer": round(self.control.steer, 3), "throttle": round(self.control.throttle, 3),
+                        "brake": round(self.control.brake, 3)},
         }
 
 

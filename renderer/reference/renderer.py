@@ -2,7 +2,8 @@
 
 Per frame: decode the G-buffer → change the surface for the style (snow, charred lava ground) → PBR lighting
 plus emissive effects (lava, neon edges, caustics) → atmosphere (sky, fog, haze) and the thermal palette →
-bloom, tone map, grade, vignette → uint8. Frames are independent, so a chunk is just a loop.
+bloom, tone map, grade, vignette → uint8. Frames are independent, so a chunk is one frame: a live session hands
+each frame over as soon as it is rendered instead of waiting for a chunk to fill (interactive latency).
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from renderer.reference.surface import SurfaceDecoder
 from renderer.timing import StageClock, peak_memory_bytes, start_chunk
 
 STAGES = ("decode", "lighting", "style", "post", "to_uint8")
+MAX_CHUNK = 16       # frames are independent: render() takes several at once (offline callers, tests)
 
 
 class ReferenceRenderer(Renderer):
     name = "reference"
-    chunk_size = 4
+    chunk_size = 1
 
     def __init__(self, device: str | None = None):
         self.device = pick_device(device)
@@ -44,6 +46,7 @@ class ReferenceSession(RenderSession):
     def __init__(self, renderer: ReferenceRenderer, width: int, height: int, seed: int):
         self.width, self.height, self.seed = width, height, seed  # no randomness: the seed changes nothing
         self.chunk_size = renderer.chunk_size
+        self.max_chunk = MAX_CHUNK
         self.device = renderer.device
         self.decoder = SurfaceDecoder(height, width, self.device)
         self.styles = StyleCache(self.device)

@@ -22,8 +22,11 @@ from webrtc.fanout import FanOut, WatcherTrack
 
 ENDED = "the session's owner ended it"
 ENDED_FLUSH_S = 1.0  # at most this long for the "ended" messages to leave before the watchers' peers close
-# what a watcher may ask over its data channel (LiveSession method names); everything else steers the session
-WATCHER_REQUESTS = {"stats": "stats"}
+# what a watcher may ask over its data channel, and the session's answer; everything else steers the session
+WATCHER_REQUESTS: dict[str, Callable[[Any, Any], dict]] = {
+    "stats": lambda session, msg: session.stats(),
+    "ping": lambda session, msg: session.pong(msg.t),
+}
 
 
 class AudienceFull(Exception):
@@ -130,10 +133,10 @@ class Audience:
         except dc.ProtocolError as exc:
             watcher.send(dc.error_message(exc))
             return
-        method = WATCHER_REQUESTS.get(msg.type)
-        if method is None:
+        answer = WATCHER_REQUESTS.get(msg.type)
+        if answer is None:
             refused = dc.ProtocolError(f"watchers cannot control the session; '{msg.type}' is for its owner",
                                        msg.type)
             watcher.send(dc.error_message(refused, msg.type))
             return
-        watcher.send(getattr(self.session, method)())
+        watcher.send(answer(self.session, msg))

@@ -28,7 +28,7 @@ from studio.server.audience import Audience
 from studio.server.metrics import SessionObserver
 from studio.takes import TakeError, TakeRecorder, TakeStore
 from webrtc import protocol as dc
-from webrtc.stamp import stamp_index
+from webrtc.stamp import stamp_fits, stamp_index
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
 
 log = logging.getLogger("alaya.session")
@@ -144,6 +144,8 @@ class LiveSession:
                     self._wake.clear()
                     continue
                 self._next_pass_if_wrapped()
+                if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
+                    continue   # render just in time: only once the last frame is on its way (commands apply)
                 t0, wall0 = time.perf_counter(), time.time()
                 chunk = self.rollout.next_chunk()
                 rendered_s = time.perf_counter() - t0
@@ -204,6 +206,8 @@ class LiveSession:
                                 for p in f.conditioning.prompts], "label": f.conditioning.label(),
                     "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
                     "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
+            if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
+                info["control"] = f.gbuffer.meta["control"]
             item = OutgoingFrame(f.index, video, rendered_at, info)
             while not self.buffer.put(item, timeout=0.05):
                 if self._stop or self.buffer.closed:
@@ -262,7 +266,8 @@ class LiveSession:
         status = {"type": "status", "frame": item.index, **item.info, "fps": round(fps, 2),
                   "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
                                                        fps < 0.9 * self.fps),
-                  "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state}
+                  "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state,
+                  "queued": self.buffer.queued}      # rendered, waiting to be sent: the hand-over's depth
         if self.take is not None and not self.take.stopping:
             status["take"] = self.take.info.progress()
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
@@ -363,6 +368,20 @@ class LiveSession:
     @handles("stats")
     def _on_stats(self, msg) -> None:
         self.send(self.stats())
+
+    @handles("ping")
+    def _on_ping(self, msg) -> None:
+        self.send(self.pong(msg.t))
+
+    def pong(self, t: float) -> dict:
+        return {"type": "pong", "t": t, "server_ms": time.time() * 1e3}
+
+    @handles("stamp")
+    def _on_stamp(self, msg) -> None:
+        if msg.on and not stamp_fits(self.width, self.height):
+            raise dc.ProtocolError(f"{self.width}x{self.height} is too small for the frame stamp", "stamp")
+        self.stamp = msg.on          # read per frame by the worker: from the next frame handed over
+        self.send({"type": "ack", "request": "stamp", "on": msg.on, "frame": self.rollout.frame_index})
 
     @handles("take")
     def _on_take(self, msg) -> None:

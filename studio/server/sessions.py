@@ -32,7 +32,7 @@ from studio.server.timeline import initial_schedule
 from studio.sources import ENGINE_INPUTS, open_source
 from studio.takes import TAKE_PREFIX
 from webrtc.encoders import EncoderSettings, prefer_codecs
-from webrtc.stamp import BITS, cell_size
+from webrtc.stamp import BITS, stamp_fits
 
 log = logging.getLogger("alaya.sessions")
 
@@ -100,7 +100,7 @@ class SessionManager:
             raise OfferError(f"{size} must be between 16x16 and {s.max_width}x{s.max_height}", "size")
         size.require_multiple(2, H264_RULE)
         check_size(renderer, *size)
-        if stamp and (size.width < BITS * cell_size(size.width) or size.height < 2 * cell_size(size.width)):
+        if stamp and not stamp_fits(*size):
             raise OfferError(f"{size} is too small for the frame stamp (at least {BITS * 4}x8)", "stamp")
         take = self.settings.takes.open(options.source[len(TAKE_PREFIX):]) if options.source.startswith(
             TAKE_PREFIX) else None

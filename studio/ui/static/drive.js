@@ -25,6 +25,7 @@ export const drive = {
     if (down === this.held.has(key)) return true;      // auto-repeat
     down ? this.held.add(key) : this.held.delete(key);
     this.send({ type: "key", key, down });
+    if (this.keyLog && this.keyLog.length < 1000) this.keyLog.push({ key, down, at: performance.timeOrigin + performance.now() });
     return true;
   },
 };

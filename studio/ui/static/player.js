@@ -50,6 +50,12 @@ export const player = {
       if (pc === this.pc && pc.connectionState === "failed") this.reconnectSoon();
     });
     pc.ontrack = (ev) => {
+      // play frames as they come: the studio paces them itself, so the browser's jitter buffer only adds
+      // delay (?playout=browser keeps the browser's own choice, for comparison)
+      if (this.playout !== "browser") {
+        if ("jitterBufferTarget" in ev.receiver) ev.receiver.jitterBufferTarget = 0;
+        else if ("playoutDelayHint" in ev.receiver) ev.receiver.playoutDelayHint = 0;
+      }
       this.video.srcObject = ev.streams[0] || new MediaStream([ev.track]);
       this.video.play().catch(() => {});
     };
@@ -88,8 +94,12 @@ export const player = {
 
   onMessage(m) {
     switch (m.type) {
-      case "hello": this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); break;
-      case "status": this.onStatus(m); break;
+      case "hello":
+        this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null);
+        if (this.measuring) this.measure();              // a new session: stamp again
+        break;
+      case "status": this.noteRendered(m); this.onStatus(m); break;
+      case "pong": this.onPong(m); break;
       case "ack":
         this.succeeded(messageKind(m.request));
         if (SWITCHES.includes(m.request)) {

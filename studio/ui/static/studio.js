@@ -3,11 +3,13 @@
 // concern, each mixed into the Studio below:
 //   player.js (connection, data channel, status) · gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
-//   stats.js (charts) · inspector.js (G-buffer inspector); timeline.js and charts.js are the widgets.
+//   stats.js (charts) · latency.js (glass-to-glass in the page) · inspector.js (G-buffer inspector);
+//   timeline.js and charts.js are the widgets.
 import { api, typing } from "./api.js";
 import { drive } from "./drive.js";
 import { gallery } from "./gallery.js";
 import { inspector } from "./inspector.js";
+import { latency } from "./latency.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
 import { stats } from "./stats.js";
@@ -28,12 +30,13 @@ class Studio {
   async start() {
     const params = new URLSearchParams(location.search);
     this.size = params.get("size") || undefined;          // e.g. ?size=320x176 (tests, slow machines)
+    this.playout = params.get("playout") || "now";         // "browser": leave the jitter buffer to Chromium
     const [presets, sources, config] = await Promise.all(
       [api("GET", "/api/ui/presets"), api("GET", "/api/ui/sources"), api("GET", "/api/ui/config")]);
     this.presets = presets; this.config = config;
     this.hotkeyPresets = presets.filter((p) => p.family === presets[0].family).slice(0, 8);
     this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
-    this.buildTimeline(); this.buildCharts(); this.wire();
+    this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.wire();
     this.inspectLoop();
     await this.connect(this.source);
   }
@@ -97,7 +100,7 @@ class Studio {
     this.wireTimeline();
   }
 }
-Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, inspector);
+Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, inspector);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {

@@ -1,0 +1,96 @@
+// Glass-to-glass latency, measured in the page (docs/ui.md#glass-to-glass-latency). Mixed into the Studio.
+//
+// While "measure" is on, the server draws each frame's index into the picture's top-left corner (the frame
+// stamp, webrtc/stamp.py). For every frame the browser presents, requestVideoFrameCallback gives the time it is
+// expected on screen; the page reads the stamp back from that very picture (a small canvas) and subtracts the
+// time the server started rendering that frame (`rendered_wall` of its status message). The two clocks are
+// put on one by ping/pong over the data channel (the offset from the round trip with the least delay), so the
+// figure holds across machines too. Off, nothing is stamped and nothing is measured.
+
+const BITS = 16, PING_MS = 1000, PINGS_KEPT = 8, WINDOW_MS = 2000, RENDERED_KEPT = 600, LOG_KEPT = 20000;
+const wallNow = () => performance.timeOrigin + performance.now();
+
+// the stamp's cell size for a picture `width` wide: the same rule as webrtc/stamp.py cell_size
+const cellSize = (width) => Math.max(4, Math.min(16, Math.floor(width / (BITS + 4))));
+
+export const latency = {
+  buildLatency() {
+    this.rendered = new Map();            // frame index mod 2^16 → {began: server wall ms of its render, control}
+    this.pings = [];                      // recent {rtt, offset}; offset = server clock − page clock
+    this.g2g = [];                        // recent {at, ms}
+    this.g2gLog = [];                     // every sample since measuring began (bench/browser_latency_bench.py)
+    this.presentedLog = [];               // {frame, at (page wall ms on screen), control} while measuring
+    this.keyLog = [];                     // {key, down, at (page wall ms)}: drive keys sent (drive.js)
+    this.stampCanvas = document.createElement("canvas");
+    this.$("alaya-measure").addEventListener("change", (ev) => this.measure(ev.target.checked));
+    setInterval(() => this.send({ type: "ping", t: wallNow() }), PING_MS);
+  },
+  // (re)applied on every new session: the stamp is the session's, the checkbox the page's
+  measure(on = this.$("alaya-measure").checked) {
+    this.measuring = on;
+    this.g2g = []; this.g2gLog = []; this.presentedLog = [];
+    this.$("alaya-g2g").textContent = on ? "glass-to-glass: waiting for stamped frames…" : "";
+    if (this.channel?.readyState === "open") this.send({ type: "stamp", on });
+    if (on && !this.frameCallback && "requestVideoFrameCallback" in this.video) this.watchFrames();
+    if (on && !("requestVideoFrameCallback" in this.video))
+      this.$("alaya-g2g").textContent = "glass-to-glass: this browser has no requestVideoFrameCallback";
+  },
+  noteRendered(m) {
+    if (m.rendered_wall === undefined) return;
+    this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, control: m.control });
+    if (this.rendered.size > RENDERED_KEPT) this.rendered.delete(this.rendered.keys().next().value);
+  },
+  onPong(m) {
+    const rtt = wallNow() - m.t;
+    this.pings.push({ rtt, offset: m.server_ms - (m.t + rtt / 2) });
+    if (this.pings.length > PINGS_KEPT) this.pings.shift();
+  },
+  clockOffset() {
+    if (!this.pings.length) return null;
+    return this.pings.reduce((a, b) => (b.rtt < a.rtt ? b : a)).offset;
+  },
+  watchFrames() {
+    this.frameCallback = this.video.requestVideoFrameCallback((now, meta) => {
+      this.frameCallback = null;
+      if (!this.measuring) return;
+      this.onPresented(meta);
+      this.watchFrames();
+    });
+  },
+  onPresented(meta) {
+    const index = this.readStamp(), offset = this.clockOffset();
+    const frame = index === null ? undefined : this.rendered.get(index);
+    if (frame === undefined || offset === null) return;
+    // on screen at expectedDisplayTime (page clock) → on the server's clock → minus the render's start
+    const shown = performance.timeOrigin + meta.expectedDisplayTime, ms = shown + offset - frame.began;
+    const at = wallNow();
+    if (this.presentedLog.length < LOG_KEPT) this.presentedLog.push({ frame: index, at: shown, control: frame.control });
+    this.g2g.push({ at, ms });
+    if (this.g2gLog.length < LOG_KEPT) this.g2gLog.push(ms);
+    while (this.g2g.length && at - this.g2g[0].at > WINDOW_MS) this.g2g.shift();
+    const sorted = this.g2g.map((s) => s.ms).sort((a, b) => a - b);
+    const pick = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+    this.$("alaya-g2g").textContent =
+      `glass-to-glass ${pick(0.5).toFixed(0)} ms median · ${pick(0.95).toFixed(0)} ms p95 (last 2 s)`;
+    this.latencyNow = { median: pick(0.5), p95: pick(0.95), samples: sorted.length };
+  },
+  // The stamp of the picture on screen now, or null: row 0 holds the bits (white = 1), row 1 the same inverted.
+  readStamp() {
+    const w = this.video.videoWidth, c = cellSize(w);
+    if (!w || this.video.videoHeight < 2 * c) return null;
+    const canvas = this.stampCanvas, sw = BITS * c, sh = 2 * c;
+    if (canvas.width !== sw || canvas.height !== sh) { canvas.width = sw; canvas.height = sh; }
+    const ctx = canvas.getContext("2d", { willReadFrequently: true });
+    ctx.drawImage(this.video, 0, 0, sw, sh, 0, 0, sw, sh);
+    const px = ctx.getImageData(0, 0, sw, sh).data;
+    const luma = (x, y) => { const i = 4 * (y * sw + x); return (px[i] + px[i + 1] + px[i + 2]) / 3; };
+    const mid = Math.floor(c / 2);
+    let value = 0;
+    for (let b = 0; b < BITS; b++) {
+      const top = luma(b * c + mid, mid), bottom = luma(b * c + mid, c + mid);
+      if (Math.abs(top - bottom) < 64) return null;   // not a stamp (measuring just started, or a codec smear)
+      value = value * 2 + (top > bottom ? 1 : 0);
+    }
+    return value;
+  },
+};
