@@ -7,7 +7,10 @@ Definition (the page's): the server starts rendering frame k (its wall clock, `r
 message) → Chromium's expected display time of the picture stamped k (requestVideoFrameCallback's
 `expectedDisplayTime`, with the stamp read back from that picture), on the server's clock via the page's
 ping/pong offset. So it covers render, hand-over, pacing, encode, send, the jitter buffer, decode and the
-compositor's next vsync.
+compositor's next vsync. The breakdown (medians per stage) splits it: render (the renderer, per frame),
+wait (hand-over and pacing until the frame goes to the encoder), encode (the previous frame's, as the status
+reports it), network (send, packetisation, loopback, until Chromium has the last packet), decode (Chromium's
+processingDuration), display (jitter buffer and the wait for the compositor).
 
 With `--drive N` it then measures drive input → photon: the page takes the wheel (a click on the picture), and
 N times presses and releases the left arrow (half a second each). Each key event counts from the moment the page
@@ -37,6 +40,7 @@ from studio.server.background import free_port  # noqa: E402
 from webrtc_bench import start_server  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
+STAGES = ("render", "wait", "encode", "network", "decode", "display")   # latency.js stages()
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--autoplay-policy=no-user-gesture-required"]
 
@@ -90,6 +94,7 @@ def measure(url: str, size: str, playout: str, warmup: float, seconds: float, dr
             sent1 = page.evaluate("window.alayaStudio.lastStatus.frame")
             server_ms = page.evaluate("window.alayaStudio.lastStatus.latency_ms")
             offset = page.evaluate("window.alayaStudio.clockOffset()")
+            shown = page.evaluate("window.alayaStudio.presentedLog.filter((p) => p.stages).map((p) => p.stages)")
             drive_ms = np.asarray(drive_latencies(page, drive), float) if drive else None
         finally:
             browser.close()
@@ -98,6 +103,7 @@ def measure(url: str, size: str, playout: str, warmup: float, seconds: float, dr
             "sent_fps": round((sent1 - sent0) / seconds, 1),
             "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1), "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1),
             "g2g_max_ms": round(float(g2g.max()), 1), "server_latency_ms_last": server_ms,
+            "stages_p50_ms": {k: round(float(np.median([s[k] for s in shown])), 1) for k in STAGES} if shown else None,
             "clock_offset_ms": round(offset, 2), "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2),
             **({"drive_events": len(drive_ms), "drive_p50_ms": round(float(np.percentile(drive_ms, 50)), 1),
                 "drive_p95_ms": round(float(np.percentile(drive_ms, 95)), 1)} if drive else {})}

@@ -59,8 +59,9 @@ def test_session_encoders_use_the_session_settings():
     for encoder in (SessionH264Encoder(settings), SessionVp8Encoder(settings)):
         frame = av.VideoFrame.from_ndarray(np.zeros((96, 160, 3), np.uint8), format="rgb24")
         frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
+        assert encoder.last_encode_ms is None
         payloads, _ = encoder.encode(frame.reformat(format="yuv420p"))
-        assert payloads
+        assert payloads and encoder.last_encode_ms > 0     # what the status reports as encode_ms
         assert encoder.codec.bit_rate == 2_000_000
         assert encoder.codec.gop_size == 10
         # receiver estimates (REMB) move the bitrate only within this session's bounds, not aiortc's

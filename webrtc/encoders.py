@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fractions
 import multiprocessing
+import time
 from dataclasses import dataclass
 
 import av
@@ -51,12 +52,21 @@ def _needs_new_codec(codec, frame: av.VideoFrame, bitrate: int) -> bool:
 
 
 class _SessionBitrate:
-    """The session's bitrate, which the congestion controller may move only within the session's bounds."""
+    """The session's bitrate, which the congestion controller may move only within the session's bounds; and
+    how long the last frame took to encode (aiortc runs encode() in a worker thread: the latency breakdown)."""
 
     def __init__(self, settings: EncoderSettings):
         super().__init__()
         self.settings = settings
         self._bitrate = settings.bitrate
+        self.last_encode_ms: float | None = None
+
+    def encode(self, frame, force_keyframe: bool = False):
+        t0 = time.perf_counter()
+        try:
+            return super().encode(frame, force_keyframe)
+        finally:
+            self.last_encode_ms = (time.perf_counter() - t0) * 1e3
 
     @property
     def target_bitrate(self) -> int:

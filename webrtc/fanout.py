@@ -61,6 +61,10 @@ class SharedEncoder:
     def request_keyframe(self) -> None:
         self._keyframe_due = True
 
+    @property
+    def last_encode_ms(self) -> float | None:
+        return self.inner.last_encode_ms
+
     def encode(self, frame: av.VideoFrame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
         with self._lock:
             hit = self._cache.get(id(frame))

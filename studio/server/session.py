@@ -267,7 +267,8 @@ class LiveSession:
                   "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
                                                        fps < 0.9 * self.fps),
                   "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state,
-                  "queued": self.buffer.queued}      # rendered, waiting to be sent: the hand-over's depth
+                  "queued": self.buffer.queued,      # rendered, waiting to be sent: the hand-over's depth
+                  "encode_ms": self._encode_ms()}    # the previous frame's (this one is encoded after this)
         if self.take is not None and not self.take.stopping:
             status["take"] = self.take.info.progress()
         self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
@@ -276,6 +277,10 @@ class LiveSession:
             message, self._after_sent = self._after_sent, None
             self.send(message)
         self.audience.publish(item.video, status)
+
+    def _encode_ms(self) -> float | None:
+        ms = getattr(self.encoder, "last_encode_ms", None)
+        return None if ms is None else round(ms, 2)
 
     def attach_channel(self, channel) -> None:
         self.channel = channel

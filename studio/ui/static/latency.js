@@ -15,7 +15,7 @@ const cellSize = (width) => Math.max(4, Math.min(16, Math.floor(width / (BITS + 
 
 export const latency = {
   buildLatency() {
-    this.rendered = new Map();            // frame index mod 2^16 → {began: server wall ms of its render, control}
+    this.rendered = new Map();            // frame index mod 2^16 → what its status said (see noteRendered)
     this.pings = [];                      // recent {rtt, offset}; offset = server clock − page clock
     this.g2g = [];                        // recent {at, ms}
     this.g2gLog = [];                     // every sample since measuring began (bench/browser_latency_bench.py)
@@ -37,7 +37,11 @@ export const latency = {
   },
   noteRendered(m) {
     if (m.rendered_wall === undefined) return;
-    this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, control: m.control });
+    const render = (m.stages_ms?.total ?? 0) / (m.chunk_size || 1);
+    // began: the server's wall ms its render started; sent: when it left the studio's pacing, to the encoder
+    this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, sent: m.rendered_wall * 1e3 + m.latency_ms,
+                                         render, wait: m.latency_ms - render, encode: m.encode_ms,
+                                         control: m.control });
     if (this.rendered.size > RENDERED_KEPT) this.rendered.delete(this.rendered.keys().next().value);
   },
   onPong(m) {
@@ -64,7 +68,8 @@ export const latency = {
     // on screen at expectedDisplayTime (page clock) → on the server's clock → minus the render's start
     const shown = performance.timeOrigin + meta.expectedDisplayTime, ms = shown + offset - frame.began;
     const at = wallNow();
-    if (this.presentedLog.length < LOG_KEPT) this.presentedLog.push({ frame: index, at: shown, control: frame.control });
+    if (this.presentedLog.length < LOG_KEPT)
+      this.presentedLog.push({ frame: index, at: shown, control: frame.control, stages: this.stages(frame, meta, offset) });
     this.g2g.push({ at, ms });
     if (this.g2gLog.length < LOG_KEPT) this.g2gLog.push(ms);
     while (this.g2g.length && at - this.g2g[0].at > WINDOW_MS) this.g2g.shift();
@@ -73,6 +78,16 @@ export const latency = {
     this.$("alaya-g2g").textContent =
       `glass-to-glass ${pick(0.5).toFixed(0)} ms median · ${pick(0.95).toFixed(0)} ms p95 (last 2 s)`;
     this.latencyNow = { median: pick(0.5), p95: pick(0.95), samples: sorted.length };
+  },
+  // Where one frame's milliseconds went (BENCHMARKS.md, latency breakdown): the server's own figures from its
+  // status, the browser's from requestVideoFrameCallback (receiveTime: its last packet arrived; processingDuration:
+  // decode). "display" is the jitter buffer plus the wait for the compositor's frame.
+  stages(frame, meta, offset) {
+    if (meta.receiveTime === undefined) return null;
+    const received = performance.timeOrigin + meta.receiveTime, decode = (meta.processingDuration ?? 0) * 1e3;
+    const encode = frame.encode ?? 0;
+    return { render: frame.render, wait: frame.wait, encode, network: received + offset - frame.sent - encode,
+             decode, display: performance.timeOrigin + meta.expectedDisplayTime - received - decode };
   },
   // The stamp of the picture on screen now, or null: row 0 holds the bits (white = 1), row 1 the same inverted.
   readStamp() {
