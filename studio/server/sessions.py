@@ -183,6 +183,11 @@ class SessionManager:
                                   observer=self.observer(plan.renderer) if self.observer else None,
                                   offered_at=offered_at, takes=self.settings.takes,
                                   max_watchers=self.settings.max_watchers)
+            session.on_closed = lambda s: self.sessions.pop(s.id, None)
+            session.on_ended = lambda s: loop.call_soon_threadsafe(self._end_soon, s, "its source ended or failed")
+            # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
+            # while the peers negotiate, not after: time to first frame
+            session.start()
             try:
                 answer = await self._negotiate(session, req, plan)
             except BaseException:
@@ -190,9 +195,6 @@ class SessionManager:
                 raise
             self.sessions[session_id] = session
             self.sessions_started += 1
-            session.on_closed = lambda s: self.sessions.pop(s.id, None)
-            session.on_ended = lambda s: loop.call_soon_threadsafe(self._end_soon, s, "its source ended or failed")
-            session.start()
             session.watcher = self.tasks.spawn(self._watch(session), name=f"watch-{session_id}")
             return answer
         finally:
