@@ -275,7 +275,8 @@ class LiveSession:
         self.send(status)
         if self._after_sent is not None and self.buffer.drained:
             message, self._after_sent = self._after_sent, None
-            self.send(message)
+            if self._ended:          # not after a seek or play that started the source again meanwhile
+                self.send(message)
         self.audience.publish(item.video, status)
 
     def _encode_ms(self) -> float | None:
