@@ -15,7 +15,7 @@ from alaya_errors import UserError
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 # The CPU set that `--all` runs, in a few minutes on a 2-core machine.
 CPU_SET = ("engine_bench", "reference_bench", "formats_bench", "offline_bench", "flash_cpu", "renderer_bench",
-           "rollout_bench", "webrtc_bench")
+           "rollout_bench", "webrtc_bench", "browser_latency_bench")
 
 
 def available() -> list[str]:

@@ -118,8 +118,9 @@ class Audience:
     # ---- the stream and its status -------------------------------------------------------------------
 
     def publish(self, frame, status: dict) -> None:
-        """On the event loop, as the session sends `frame`."""
-        if not self.watchers:
+        """On the event loop, as the session sends `frame`. Nothing after close(): a frame the track was pacing
+        while the session closed must not follow the `ended` message."""
+        if self.closed or not self.watchers:
             return
         self.fanout.publish(frame)
         text = json.dumps(status)
