@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+from dataclasses import replace
 
 import httpx
 import numpy as np
 import pytest
 import torch
 
+from gbuffer.feed.client import FeedClient
+from gbuffer.formats import open_sequence
 from helpers.sessions import wait_no_sessions
+from helpers.waiting import wait_until
+from renderer.reference.synthetic import synthetic_gbuffer
 from studio.cli import main as cli
 from studio.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
-from studio.takes import TakeStore
+from studio.takes import TakeStore, open_take
 from studio.ui import mount_ui
 from studio.video import read_mp4_frames
 from webrtc.client import StudioViewer
@@ -158,3 +165,48 @@ def test_render_of_a_folder_that_is_half_a_take_says_what_is_missing(tmp_path, c
     assert cli(["render", str(take), "-o", str(tmp_path / "o.mp4")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("not a complete take: schedule.json is missing") and "\n" not in err
+
+
+def test_a_take_of_an_external_engine_keeps_its_paired_rgb(studio):
+    """Every source records: here an external engine's feed carrying a lit RGB image with each G-buffer frame."""
+    rng = np.random.default_rng(5)
+    sent: dict[bytes, np.ndarray] = {}      # G-buffer bytes → the rgb sent with it
+    stop = threading.Event()
+
+    def engine():
+        with FeedClient(f"{studio.ws_url}/api/engine/feed", name="paired", width=64, height=32, fps=30,
+                        rgb=True) as client:
+            for i in range(100_000):
+                if stop.is_set():
+                    return
+                frame = synthetic_gbuffer(64, 32, i / 30, i)
+                frame = replace(frame, rgb=rng.integers(0, 256, (32, 64, 3), dtype=np.uint8))
+                sent[frame.data.tobytes()] = frame.rgb
+                client.send_frame(frame)
+                time.sleep(1 / 30)
+
+    feeder = threading.Thread(target=engine, daemon=True)
+    feeder.start()
+
+    async def scenario():
+        await asyncio.to_thread(wait_until, lambda: "paired" in studio.app.state.feeds.names(), 30, "the feed")
+        async with StudioViewer(studio.url, source="feed:paired", size="64x32", prompt="polar",
+                                keep_pixels=False) as viewer:
+            await viewer.wait_frames(2)
+            mark = await viewer.send({"type": "take", "action": "start"})
+            await viewer.wait_until(lambda: any(m.get("type") == "status" and m.get("take", {}).get("frames", 0)
+                                                >= 8 for m in viewer.messages[mark:]), 60, "8 frames in the take")
+            mark = await viewer.send({"type": "take", "action": "stop"})
+            return await viewer.wait_message("take", after=mark, state="stopped", timeout=60)
+    try:
+        stopped = asyncio.run(scenario())
+    finally:
+        stop.set()
+        feeder.join(30)
+    take = open_take(stopped["path"])
+    assert take.meta["source"] == "feed:paired" and stopped["reason"] is None
+    recording = open_sequence([str(take.input)])
+    assert recording.paired and len(recording) == take.meta["frames"] >= 8
+    for k in range(len(recording)):
+        frame = recording[k]
+        assert np.array_equal(frame.rgb, sent[frame.data.tobytes()]), f"take frame {k}: not the rgb sent with it"
