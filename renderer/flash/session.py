@@ -14,7 +14,8 @@ the last frame and the output trimmed; the padded group stays in history):
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ from renderer import check_size
 from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
 from renderer.flash.config import LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE
 from renderer.flash.decoder import STARTUP_FRAMES, DecoderStream
-from renderer.flash.history import LatentHistory
+from renderer.flash.history import HistoryInputs, LatentHistory
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.taehv import StreamMemory
 from renderer.timing import StageClock, peak_memory_bytes, start_chunk
@@ -46,6 +47,19 @@ def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
     if pad:
         x = torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
     return x.unsqueeze(0)
+
+
+@dataclass
+class PreparedChunk:
+    """One session's chunk, ready for the denoising steps."""
+
+    frames: int                              # real frames (the last latent group may be padded)
+    prompt: torch.Tensor                     # (1, text_len, text_dim)
+    gbuffer_latent: torch.Tensor             # (1, 80, t, h, w)
+    noise: torch.Tensor                      # (1, 16, t, h, w), from this session's generator
+    history: HistoryInputs
+    fresh_noise: Callable[[], torch.Tensor]  # this session's next noise draw (re-noising samplers)
+    timer: StageClock
 
 
 class FlashSession(RenderSession):
@@ -72,6 +86,19 @@ class FlashSession(RenderSession):
         return torch.randn(1, LATENT_CHANNELS, latent_frames, *self.latent_size, generator=self.generator)
 
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
+        chunk = self.prepare(frames, conditioning)
+        with torch.inference_mode():
+            latent = self.pipeline.denoise(chunk.noise, chunk.gbuffer_latent, chunk.prompt, chunk.history,
+                                           on_step=lambda i: chunk.timer.lap(f"denoise_step_{i}"),
+                                           fresh_noise=chunk.fresh_noise)
+        return self.finish(chunk, latent)
+
+    # A chunk in three phases, so a batch (renderer/flash/batch.py) can run the middle one for several sessions
+    # in one forward pass: prepare (this session's encoder memory, prompt, noise, history), denoise, finish
+    # (history, stateful decoder). Each session keeps its own state and draws its own noise, in the same order
+    # as alone, so its frames do not depend on the batch it ran in.
+
+    def prepare(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> "PreparedChunk":
         check_chunk(self, frames, conditioning)
         if self.history is None:
             raise RendererError("this flash session is closed")
@@ -88,14 +115,17 @@ class FlashSession(RenderSession):
                 self._recache(prompt)
                 timer.lap("recache")
             t = gbuffer_latent.shape[2]
-            latent = pipe.denoise(self._noise(t), gbuffer_latent, prompt, self.history.inputs(t),
-                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"),
-                                  fresh_noise=lambda: self._noise(t))
-            self.history.push(latent, gbuffer_latent)
-            rgb = pipe.decode(latent, self.memory)[0, : len(frames)]
+            return PreparedChunk(len(frames), prompt, gbuffer_latent, self._noise(t), self.history.inputs(t),
+                                 lambda: self._noise(t), timer)
+
+    def finish(self, chunk: "PreparedChunk", latent: torch.Tensor) -> RenderResult:
+        pipe, timer = self.pipeline, chunk.timer
+        with torch.inference_mode():
+            self.history.push(latent, chunk.gbuffer_latent)
+            rgb = pipe.decode(latent, self.memory)[0, : chunk.frames]
             timer.lap("decode")
-        self.last_prompt = prompt
-        self.frames_rendered += len(frames)
+        self.last_prompt = chunk.prompt
+        self.frames_rendered += chunk.frames
         out = rgb.permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
         timings = dict(timer.timings)
         timings["denoise"] = sum(v for k, v in timer.timings.items() if k.startswith("denoise_step_"))
