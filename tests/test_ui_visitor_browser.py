@@ -273,6 +273,11 @@ def test_quick_switches_and_a_blend_drag_make_one_block(page, server):
     switch_in_turn(page, [{"type": "preset", "name": name, "transition": 16} for name in ("volcano", "polar", "infrared")])
     segments = server_schedule(server, page)["segments"]
     assert len(segments) == 2 and segments[1]["prompts"] == [{"preset": "infrared", "weight": 1.0}], segments
+    # the drag comes more than a second (and a transition) after that block began, so it is a block of its own;
+    # waited for in frames, not assumed from how long the clicks took (per-frame hand-over made them quick)
+    block_end = segments[1]["start"] + max(16, 30)
+    wait_until(lambda: page.evaluate("window.alayaStudio.lastStatus.frame") > block_end, 60,
+               "a second of frames after the clicks' block")
     switch_in_turn(page, [{"type": "blend", "mode": "linear", "transition": 0,
                            "prompts": [{"preset": "polar", "weight": 1 - t}, {"preset": "vaporwave", "weight": t}]}
                           for t in (0.25, 0.5, 0.75)])
