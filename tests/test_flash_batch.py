@@ -45,6 +45,7 @@ def test_a_session_renders_the_same_alone_or_in_a_batch_of_three(sampler):
     sessions = [renderer.open_session(64, 32, seed=s) for s in range(3)]
     for k in range(3):
         results = render_batch(sessions, [streams[s][k] for s in range(3)], conds)
+        assert not [r for r in results if isinstance(r, Exception)], results
         for s, result in enumerate(results):
             batched[s].append(result.rgb)
     for s in range(3):

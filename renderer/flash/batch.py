@@ -23,19 +23,34 @@ from renderer.flash.session import FlashSession, PreparedChunk
 
 
 def render_batch(sessions: Sequence[FlashSession], frames: Sequence[Sequence[GBufferFrame]],
-                 conditioning: Sequence[Sequence[Conditioning]]) -> list[RenderResult]:
-    """Render one chunk for each session; → their results, in order."""
+                 conditioning: Sequence[Sequence[Conditioning]]) -> list[RenderResult | Exception]:
+    """Render one chunk for each session; → each one's result, or the exception its chunk raised (a bad chunk
+    fails its own session only; a failure of a shared pass fails the sessions in it)."""
     if not (len(sessions) == len(frames) == len(conditioning)):
         raise ValueError("one chunk of frames and conditioning per session")
-    prepared = [s.prepare(f, c) for s, f, c in zip(sessions, frames, conditioning)]
+    out: list = [None] * len(sessions)
+    prepared: dict[int, PreparedChunk] = {}
+    for i, (session, f, c) in enumerate(zip(sessions, frames, conditioning)):
+        try:
+            prepared[i] = session.prepare(f, c)
+        except Exception as exc:  # noqa: BLE001 - that session's error
+            out[i] = exc
     groups: dict[tuple, list[int]] = defaultdict(list)
-    for i, (session, chunk) in enumerate(zip(sessions, prepared)):
-        groups[(id(session.pipeline), tuple(chunk.noise.shape))].append(i)
-    latents: dict[int, torch.Tensor] = {}
+    for i, chunk in prepared.items():
+        groups[(id(sessions[i].pipeline), tuple(chunk.noise.shape))].append(i)
     for members in groups.values():
-        batch = _denoise_together([sessions[i] for i in members], [prepared[i] for i in members])
-        latents.update(zip(members, batch))
-    return [s.finish(chunk, latents[i]) for i, (s, chunk) in enumerate(zip(sessions, prepared))]
+        try:
+            latents = _denoise_together([sessions[i] for i in members], [prepared[i] for i in members])
+        except Exception as exc:  # noqa: BLE001 - the shared pass failed: every session in it
+            for i in members:
+                out[i] = exc
+            continue
+        for i, latent in zip(members, latents):
+            try:
+                out[i] = sessions[i].finish(prepared[i], latent)
+            except Exception as exc:  # noqa: BLE001
+                out[i] = exc
+    return out
 
 
 def _denoise_together(sessions: list[FlashSession], chunks: list[PreparedChunk]) -> list[torch.Tensor]:

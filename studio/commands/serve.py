@@ -16,6 +16,10 @@ def register(sub) -> None:
     p.add_argument("--max-sessions", type=int, default=4, help="concurrent live sessions (default 4)")
     p.add_argument("--renderer", default="reference", help="default renderer: reference or flash")
     p.add_argument("--weights", type=Path, help="weights directory for the flash renderer")
+    p.add_argument("--batch-sessions", nargs="?", type=float, const=10.0, default=None, metavar="WAIT_MS",
+                   help="render sessions of one renderer in shared batched passes (flash: one transformer pass "
+                        "for all); a late session's chunk is waited for at most WAIT_MS (default 10)")
+    p.add_argument("--max-batch", type=int, default=4, help="most sessions in one pass (with --batch-sessions)")
     p.add_argument("--renderer-option", action="append", metavar="KEY=VALUE",
                    help="setting of the default renderer, repeatable (flash: num_steps=2, sampler_update=renoise, ...)")
     p.add_argument("--token", help="token engine feeds must present (generated when --host is not loopback)")
@@ -50,6 +54,10 @@ def settings_from_args(args):
         raise UserError(f"{args.port} is not a TCP port", "--port")
     if args.max_sessions < 1:
         raise UserError(f"{args.max_sessions} must be at least 1", "--max-sessions")
+    if args.batch_sessions is not None and not 0 <= args.batch_sessions <= 1000:   # NaN fails this too
+        raise UserError(f"{args.batch_sessions:g} must be 0..1000 milliseconds", "--batch-sessions")
+    if args.max_batch < 1:
+        raise UserError(f"{args.max_batch} must be at least 1", "--max-batch")
     width, height = Size.parse(args.size, "--size")
     if args.osc_port is not None and not 1 <= args.osc_port <= 65535:
         raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
@@ -78,7 +86,8 @@ def settings_from_args(args):
                     width=width, height=height, fps=args.fps, ice=ice_from_args(args),
                     max_watchers=args.max_watchers, takes_dir=args.takes_dir,
                     take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
-                    osc_host=args.osc_host, osc_session=args.osc_session)
+                    osc_host=args.osc_host, osc_session=args.osc_session, batch_wait_ms=args.batch_sessions,
+                    max_batch=args.max_batch)
 
 
 def ice_from_args(args):

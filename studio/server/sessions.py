@@ -117,11 +117,19 @@ class SessionManager:
     # ---- building ----------------------------------------------------------------------------------------
 
     def renderer(self, name: str) -> Renderer:
-        """One renderer object per backend, shared; each session opens its own RenderSession."""
+        """One renderer object per backend, shared; each session opens its own RenderSession. With batching on,
+        its sessions share forward passes (a batch thread per backend)."""
         with self._renderer_lock:
             if name not in self._renderers:
                 options = self.settings.renderer_options if name == self.settings.renderer else {}
-                self._renderers[name] = create_renderer(name, **options)
+                renderer = create_renderer(name, **options)
+                if self.settings.batch_wait_ms is not None:
+                    from renderer.batching import BatchedRenderer, batch_function
+
+                    renderer = BatchedRenderer(renderer, batch_function(name),
+                                               max_wait_s=self.settings.batch_wait_ms / 1e3,
+                                               max_batch=self.settings.max_batch)
+                self._renderers[name] = renderer
             return self._renderers[name]
 
     def loaded_renderer(self, name: str) -> Renderer | None:
@@ -274,3 +282,9 @@ class SessionManager:
     async def close_all(self) -> None:
         await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))
         await self.tasks.close()
+        with self._renderer_lock:
+            renderers = list(self._renderers.values())
+        for renderer in renderers:            # batch threads (renderer/batching.py) stop with the server
+            close = getattr(renderer, "close", None)
+            if close is not None:
+                await asyncio.get_running_loop().run_in_executor(None, close)

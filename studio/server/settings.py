@@ -39,6 +39,8 @@ class Settings:
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off
     osc_host: str = "127.0.0.1"
     osc_session: str | None = None    # the session OSC commands without /alaya/session/<id>/ go to; None = newest
+    batch_wait_ms: float | None = None   # batch sessions of a renderer into shared passes, waiting at most this
+    max_batch: int = 4                   # long for a late session's chunk (renderer/batching.py); None = off
 
     @property
     def takes_path(self) -> Path:
