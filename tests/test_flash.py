@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gbuffer.frame import GBufferFrame
+from helpers.torch_threads import one_torch_thread  # noqa: F401
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer import RendererError, create_renderer
 from renderer.flash.decoder import DecoderStream, TinyDecoder
@@ -15,15 +16,6 @@ from renderer.flash.sampler import FewStepSampler
 from renderer.flash.text import PromptError, blend
 
 RED, BLUE = "a red desert world", "a blue ocean world"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """On a shared 2-core machine torch's default thread pool oversubscribes (measured 40x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def make_frames(n: int, width: int = 64, height: int = 32, start: int = 0, seed: int = 0) -> list[GBufferFrame]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from gbuffer.frame import GBufferFrame
+from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from prompt_presets.conditioning import Conditioning
 from renderer import create_renderer
 from renderer.flash.batch import render_batch
@@ -15,26 +14,12 @@ from renderer.flash.batch import render_batch
 PROMPTS = ["a red brick city at noon", "a blue ice cave", "a green jungle ruin"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def frames(n: int, start: int, seed: int) -> list[GBufferFrame]:
-    rng = np.random.default_rng(seed)
-    return [GBufferFrame(start + i, (start + i) / 30, rng.integers(0, 256, (5, 32, 64, 3), dtype=np.uint8))
-            for i in range(n)]
-
-
 @pytest.mark.parametrize("sampler", ["euler", "renoise"])
 def test_a_session_renders_the_same_alone_or_in_a_batch_of_three(sampler):
     """Three sessions, each its own prompt, seed and G-buffer stream, three chunks each (so history, anchor,
     encoder and decoder memories all carry over): the batch gives every session the frames it gets alone."""
     renderer = create_renderer("flash", prompts=PROMPTS, chunk_size=8, sampler_update=sampler)
-    streams = [[frames(8, 8 * k, seed=10 * s + k) for k in range(3)] for s in range(3)]
+    streams = [[random_frames(8, 8 * k, seed=10 * s + k) for k in range(3)] for s in range(3)]
     conds = [[Conditioning.single(PROMPTS[s])] * 8 for s in range(3)]
 
     alone = []
@@ -59,9 +44,9 @@ def test_a_session_renders_the_same_alone_or_in_a_batch_of_three(sampler):
 def test_sessions_that_cannot_share_a_pass_are_rendered_in_their_own_groups():
     renderer = create_renderer("flash", prompts=PROMPTS, chunk_size=8)
     long, short = renderer.open_session(64, 32, seed=1), renderer.open_session(64, 32, seed=2)
-    results = render_batch([long, short], [frames(8, 0, 1), frames(4, 0, 2)],
+    results = render_batch([long, short], [random_frames(8, 0, 1), random_frames(4, 0, 2)],
                            [[Conditioning.single(PROMPTS[0])] * 8, [Conditioning.single(PROMPTS[1])] * 4])
     assert [r.rgb.shape[0] for r in results] == [8, 4]
     with renderer.open_session(64, 32, seed=2) as alone:
-        expected = alone.render(frames(4, 0, 2), [Conditioning.single(PROMPTS[1])] * 4).rgb
+        expected = alone.render(random_frames(4, 0, 2), [Conditioning.single(PROMPTS[1])] * 4).rgb
     assert np.abs(results[1].rgb.astype(np.int16) - expected.astype(np.int16)).max() <= 2

@@ -9,29 +9,14 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
-from gbuffer.frame import GBufferFrame
+from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from prompt_presets import conditioning_for
 from prompt_presets.conditioning import Conditioning
 from renderer import RendererError, create_renderer
 from renderer.batching import BatchedRenderer, batch_function
 
 PROMPTS = ["a red brick city at noon", "a blue ice cave"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def frames(n: int, start: int, seed: int) -> list[GBufferFrame]:
-    rng = np.random.default_rng(seed)
-    return [GBufferFrame(start + i, (start + i) / 30, rng.integers(0, 256, (5, 32, 64, 3), dtype=np.uint8))
-            for i in range(n)]
 
 
 def in_threads(*jobs):
@@ -54,7 +39,7 @@ def in_threads(*jobs):
 
 def test_flash_sessions_on_their_own_threads_share_passes_and_render_as_alone():
     inner = create_renderer("flash", prompts=PROMPTS, chunk_size=8)
-    streams = [[frames(8, 8 * k, seed=10 * s + k) for k in range(3)] for s in range(2)]
+    streams = [[random_frames(8, 8 * k, seed=10 * s + k) for k in range(3)] for s in range(2)]
     conds = [[Conditioning.single(PROMPTS[s])] * 8 for s in range(2)]
     alone = []
     for s in range(2):
@@ -78,8 +63,8 @@ def test_flash_sessions_on_their_own_threads_share_passes_and_render_as_alone():
 def test_a_bad_chunk_fails_its_own_session_only():
     batched = BatchedRenderer(create_renderer("reference"), batch_function("reference"), max_wait_s=5.0)
     good, bad = batched.open_session(64, 32), batched.open_session(64, 32)
-    ok, failed = in_threads(lambda: good.render(frames(1, 0, 1), [conditioning_for("polar")]),
-                            lambda: bad.render(frames(1, 0, 2), []))          # no conditioning for its frame
+    ok, failed = in_threads(lambda: good.render(random_frames(1, 0, 1), [conditioning_for("polar")]),
+                            lambda: bad.render(random_frames(1, 0, 2), []))          # no conditioning for its frame
     assert isinstance(failed, RendererError) and "1 frames but 0 conditionings" in str(failed)
     assert ok.rgb.shape == (1, 32, 64, 3)
     assert batched.stats.sizes == [2]
@@ -91,20 +76,20 @@ def test_a_lone_session_never_waits_and_sessions_come_and_go():
     first = batched.open_session(64, 32)
     t0 = time.monotonic()
     for k in range(3):               # alone: each chunk at once
-        first.render(frames(1, k, 1), [conditioning_for("polar")])
+        first.render(random_frames(1, k, 1), [conditioning_for("polar")])
     assert time.monotonic() - t0 < 25, "a lone session waited for a batch"      # each wait would be 30 s
     second = batched.open_session(64, 32)
-    in_threads(lambda: first.render(frames(1, 3, 1), [conditioning_for("polar")]),
-               lambda: second.render(frames(1, 0, 2), [conditioning_for("volcano")]))
+    in_threads(lambda: first.render(random_frames(1, 3, 1), [conditioning_for("polar")]),
+               lambda: second.render(random_frames(1, 0, 2), [conditioning_for("volcano")]))
     first.close()                    # leaves: the other renders alone again, with no wait for it
     t0 = time.monotonic()
-    second.render(frames(1, 1, 2), [conditioning_for("volcano")])
+    second.render(random_frames(1, 1, 2), [conditioning_for("volcano")])
     assert time.monotonic() - t0 < 25, "a session waited for one that had left"
     assert batched.stats.sizes == [1, 1, 1, 2, 1]
     assert batched.describe()["batching"]["sessions"] == 1
     batched.close()
     with pytest.raises(RendererError, match="the batch thread is stopped"):
-        second.render(frames(1, 2, 2), [conditioning_for("volcano")])
+        second.render(random_frames(1, 2, 2), [conditioning_for("volcano")])
 
 
 def test_a_studio_with_batching_streams_two_viewers_through_shared_passes():
