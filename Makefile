@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# CPU build from local disk first; a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[flash,text,train,dev]'
+	$(BIN)/pip install -q -e '.[flash,text,train,dev,cluster]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -14,6 +14,8 @@ Definitions:
 
     .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1,2,4
     .venv/bin/python bench/webrtc_bench.py --sizes 416x224 --streams 1 --takes off,on,off,on   # a take's cost
+    .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1 --cluster local --workers 1
+                                           # render workers on Ray: the front's CPU and the latency it adds
 """
 
 from __future__ import annotations
@@ -101,13 +103,18 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="serve with --cluster ADDRESS (render workers on Ray): server CPU is then the front's")
+    parser.add_argument("--workers", type=int, default=2, help="with --cluster")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     counts = [int(n) for n in args.streams.split(",")]
     takes = [t.strip() == "on" for t in args.takes.split(",")]
     port = free_port()
     takes_dir = tempfile.TemporaryDirectory(prefix="alaya-bench-takes-")
-    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name])
+    cluster = ["--cluster", args.cluster, "--workers", str(args.workers),
+               "--worker-sessions", str(max(counts))] if args.cluster else []
+    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster])
     results = []
     try:
         for size in args.sizes.split(","):

@@ -22,6 +22,10 @@ class RendererError(UserError):
     """A renderer that cannot be created or used as asked (unknown name, bad size, missing weights)."""
 
 
+class RendererFull(Exception):
+    """No room for another session now (a pool of render workers at capacity): try again later."""
+
+
 @dataclass
 class RenderResult:
     """One chunk's output. rgb: uint8 (T, H, W, 3); timings_ms: stage name → milliseconds for the chunk;

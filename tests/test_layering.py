@@ -14,10 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
     "gbuffer": {"renderer", "webrtc", "studio", "training"},
     "prompt_presets": {"gbuffer", "renderer", "webrtc", "studio", "training"},
-    "renderer": {"webrtc", "studio", "training"},
-    "webrtc": {"studio", "training"},
+    "renderer": {"webrtc", "studio", "training", "cluster"},
+    "webrtc": {"studio", "training", "cluster"},
+    "cluster": {"webrtc", "studio", "training"},     # render workers: renderer below, the studio above
 }
-OPTIONAL = ("ray", "training", "peft", "diffusers", "transformers")
+OPTIONAL = ("ray", "cluster", "training", "peft", "diffusers", "transformers")
 
 
 def imported_packages(path: Path) -> set[tuple[str, int]]:

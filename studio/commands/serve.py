@@ -16,6 +16,12 @@ def register(sub) -> None:
     p.add_argument("--max-sessions", type=int, default=4, help="concurrent live sessions (default 4)")
     p.add_argument("--renderer", default="reference", help="default renderer: reference or flash")
     p.add_argument("--weights", type=Path, help="weights directory for the flash renderer")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="render on workers on Ray (the `cluster` extra): local (start Ray here), auto (join the "
+                        "running cluster, else start one) or ray://HOST:PORT")
+    p.add_argument("--workers", type=int, default=2, help="with --cluster: render workers to keep (default 2)")
+    p.add_argument("--worker-sessions", type=int, default=2,
+                   help="with --cluster: sessions one worker hosts at most (default 2)")
     p.add_argument("--batch-sessions", nargs="?", type=float, const=10.0, default=None, metavar="WAIT_MS",
                    help="render sessions of one renderer in shared batched passes (flash: one transformer pass "
                         "for all); a late session's chunk is waited for at most WAIT_MS (default 10)")
@@ -58,6 +64,16 @@ def settings_from_args(args):
         raise UserError(f"{args.batch_sessions:g} must be 0..1000 milliseconds", "--batch-sessions")
     if args.max_batch < 1:
         raise UserError(f"{args.max_batch} must be at least 1", "--max-batch")
+    if args.cluster is not None:
+        if args.cluster not in ("local", "auto") and not args.cluster.startswith("ray://"):
+            raise UserError(f"{args.cluster!r} is not local, auto or ray://HOST:PORT", "--cluster")
+        try:
+            import ray  # noqa: F401 - only to say now that the extra is missing
+        except ImportError:
+            raise UserError("Ray is not installed: pip install '.[cluster]'", "--cluster") from None
+    for flag, value in (("--workers", args.workers), ("--worker-sessions", args.worker_sessions)):
+        if value < 1:
+            raise UserError(f"{value} must be at least 1", flag)
     width, height = Size.parse(args.size, "--size")
     if args.osc_port is not None and not 1 <= args.osc_port <= 65535:
         raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
@@ -87,7 +103,8 @@ def settings_from_args(args):
                     max_watchers=args.max_watchers, takes_dir=args.takes_dir,
                     take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
                     osc_host=args.osc_host, osc_session=args.osc_session, batch_wait_ms=args.batch_sessions,
-                    max_batch=args.max_batch)
+                    max_batch=args.max_batch, cluster=args.cluster, workers=args.workers,
+                    worker_sessions=args.worker_sessions)
 
 
 def ice_from_args(args):

@@ -35,6 +35,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.loop = asyncio.get_running_loop()  # for code on other threads (and tests) that must reach it
+        if settings.cluster:            # render workers first: the default renderer is theirs
+            app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, _start_pool, settings)
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
@@ -44,6 +46,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
             osc.close()
         await app.state.sessions.close_all()
         await warm
+        if app.state.sessions.pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, app.state.sessions.pool.close)
         if text_warm_up is not None:
             # Stop what we started: a process that exits while this thread is still loading the model (native
             # thread pools mid-construction) aborts at exit ("terminate called without an active exception").
@@ -94,6 +98,15 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
                              "where": where}, status_code=422)
 
     return app
+
+
+def _start_pool(settings: Settings):
+    """Start or join Ray and the render workers (cluster/, the optional `cluster` extra)."""
+    from cluster.pool import PoolSettings, WorkerPool
+
+    return WorkerPool(PoolSettings(settings.cluster, settings.workers, settings.worker_sessions, settings.renderer,
+                                   settings.renderer_options, settings.batch_wait_ms, settings.max_batch,
+                                   settings.cluster_cpus)).start()
 
 
 def _warm_renderer(sessions: SessionManager) -> None:

@@ -81,3 +81,19 @@ class _LiveState(Collector):
             sent.add_metric(labels, s.track.frames_sent)
             latency.add_metric(labels, s.last_sent.latency_ms or 0.0)
         yield from (fps, sent, latency)
+        if mgr.pool is not None:
+            yield from _workers(mgr.pool.describe())
+
+
+def _workers(workers: list[dict]):
+    """With --cluster: the render workers, by state, and each one's sessions."""
+    states = GaugeMetricFamily("alaya_cluster_workers", "Render workers by state", labels=["state"])
+    for state in ("starting", "ready", "dead"):
+        states.add_metric([state], sum(w["state"] == state for w in workers))
+    sessions = GaugeMetricFamily("alaya_worker_sessions", "Sessions on a render worker", labels=["worker", "node"])
+    capacity = GaugeMetricFamily("alaya_worker_capacity", "Sessions a render worker may host", labels=["worker"])
+    for w in workers:
+        if w["state"] != "dead":
+            sessions.add_metric([w["name"], w["node"] or ""], w["sessions"])
+            capacity.add_metric([w["name"]], w["capacity"])
+    yield from (states, sessions, capacity)

@@ -27,9 +27,11 @@ async def webrtc_offer(offer: OfferRequest, request: Request) -> OfferAnswer:
 async def health(request: Request) -> Health:
     st = request.app.state
     loaded = st.sessions.loaded_renderer(st.settings.renderer)     # never loads one: health must answer at once
+    pool = st.sessions.pool
     return Health(version=__version__, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
                   renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names(),
-                  renderer_info=loaded.describe() if loaded is not None else None)
+                  renderer_info=loaded.describe() if loaded is not None else None,
+                  workers=pool.describe() if pool is not None else None)
 
 
 def _session(request: Request, session_id: str) -> LiveSession:

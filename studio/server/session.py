@@ -89,6 +89,8 @@ class LiveSession:
         self._paused = False
         self._ended = False
         self._after_sent: dict | None = None     # a message to send after the last frame now buffered
+        self._failed = False                     # the session's one fatal error was sent
+        self._fail_lock = threading.Lock()
         self._seeks = 0
         self._stop = False
         self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
@@ -167,8 +169,7 @@ class LiveSession:
                     continue
                 self._hand_over(chunk, t0, wall0)
         except UserError as exc:
-            self.state = "ended"
-            self.send(dc.error_message(exc))
+            self.fail(exc)
         except Exception as exc:  # a renderer/source bug: end this session only, keep the server up
             log.exception("session %s: worker failed", self.id)
             self.state = "ended"
@@ -178,6 +179,17 @@ class LiveSession:
             self.buffer.close()
             if self.state == "ended" and self.on_ended is not None:
                 self.on_ended(self)
+
+    def fail(self, exc: UserError) -> bool:
+        """End the session with one error message (from the worker, or from outside: its render worker died
+        while it was paused); → False when it had already failed (the viewer hears it once)."""
+        with self._fail_lock:
+            if self._failed:
+                return False
+            self._failed = True
+        self.state = "ended"
+        self.send(dc.error_message(exc))
+        return True
 
     def _after_last_frame(self, message: dict) -> None:
         """Send `message` once the frames handed over so far have gone out: a viewer hears 'ended' after the

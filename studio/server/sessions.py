@@ -20,6 +20,7 @@ from gbuffer.feed import FeedHub, FeedSource
 from gbuffer.size import H264_RULE, Size
 from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, check_size, create_renderer
+from renderer.base import RendererError, RendererFull
 from studio.rollout import Rollout
 from studio.schedule import Schedule
 from studio.server.ice import close_peer, peer_connection, require_relay
@@ -78,6 +79,7 @@ class SessionManager:
         self._renderer_lock = threading.Lock()
         self.observer: Callable[[str], SessionObserver] | None = None  # renderer name → what its sessions report to
         self.tasks = TaskSet("sessions")  # watchers and end() calls started from callbacks
+        self.pool = None                  # render workers on Ray (cluster.pool.WorkerPool) with --cluster
 
     # ---- admission ---------------------------------------------------------------------------------------
 
@@ -118,8 +120,13 @@ class SessionManager:
 
     def renderer(self, name: str) -> Renderer:
         """One renderer object per backend, shared; each session opens its own RenderSession. With batching on,
-        its sessions share forward passes (a batch thread per backend)."""
+        its sessions share forward passes (a batch thread per backend); with a worker pool, the default
+        renderer's sessions render on the pool's workers."""
         with self._renderer_lock:
+            if name not in self._renderers and self.pool is not None and name == self.settings.renderer:
+                from cluster.remote import RemoteRenderer
+
+                self._renderers[name] = RemoteRenderer(self.pool)
             if name not in self._renderers:
                 options = self.settings.renderer_options if name == self.settings.renderer else {}
                 renderer = create_renderer(name, **options)
@@ -169,6 +176,10 @@ class SessionManager:
         source = self.open_source(plan, session_id)
         try:
             render_session = renderer.open_session(plan.width, plan.height, plan.seed)
+        except RendererFull as exc:       # every render worker is full: 503 with Retry-After, as a full studio
+            source.close()
+            self.sessions_refused += 1
+            raise StudioFull(str(exc)) from None
         except BaseException:
             source.close()
             raise
@@ -193,6 +204,8 @@ class SessionManager:
                                   max_watchers=self.settings.max_watchers)
             session.on_closed = lambda s: self.sessions.pop(s.id, None)
             session.on_ended = lambda s: loop.call_soon_threadsafe(self._end_soon, s, "its source ended or failed")
+            if hasattr(rollout.session, "on_lost"):     # a render worker's session (cluster/): its worker died
+                rollout.session.on_lost = lambda cause, s=session: loop.call_soon_threadsafe(self._lost, s, cause)
             # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
             # while the peers negotiate, not after: time to first frame
             session.start()
@@ -263,6 +276,11 @@ class SessionManager:
                 silence = min(streaming, await _receiver_report_age(sender))
                 if silence > self.settings.peer_timeout_s:
                     await self.end(session, f"no receiver report for {silence:.0f} s")
+
+    def _lost(self, session: LiveSession, cause: str) -> None:
+        """Its render worker died: the viewer hears the cause (once, also when paused) and the session ends."""
+        session.fail(RendererError(cause, "cluster"))
+        self._end_soon(session, cause)
 
     def _end_soon(self, session: LiveSession, reason: str) -> None:
         """end() from a callback that cannot await (aiortc events; the worker, via call_soon_threadsafe)."""

@@ -41,6 +41,10 @@ class Settings:
     osc_session: str | None = None    # the session OSC commands without /alaya/session/<id>/ go to; None = newest
     batch_wait_ms: float | None = None   # batch sessions of a renderer into shared passes, waiting at most this
     max_batch: int = 4                   # long for a late session's chunk (renderer/batching.py); None = off
+    cluster: str | None = None           # render workers on Ray (cluster/): local | auto | ray://HOST:PORT
+    workers: int = 2                     # with `cluster`: render workers to keep
+    worker_sessions: int = 2             # with `cluster`: sessions one worker hosts at most
+    cluster_cpus: int | None = None      # with `cluster local`: CPUs the local Ray may use (default: all)
 
     @property
     def takes_path(self) -> Path:
