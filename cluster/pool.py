@@ -17,15 +17,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from alaya_errors import UserError
 from renderer.base import RendererFull
 
 log = logging.getLogger("alaya.cluster")
 PING_S = 1.0                     # how often a worker is pinged
 PING_TIMEOUT_S = 30.0            # a ready worker that answers no ping for this long is dead
+MAX_FAILED_STARTS = 3            # workers that die before they are ready, in a row: stop asking for more
 
 
 class PoolFull(RendererFull):
     """Every live worker hosts as many sessions as it may."""
+
+
+class ClusterError(UserError):
+    """Ray cannot be reached, or no render worker could start."""
 
 
 @dataclass
@@ -70,6 +76,7 @@ class WorkerPool:
         self._stop = threading.Event()
         self._watch: threading.Thread | None = None
         self._started_ray = False
+        self._failed_starts = 0          # consecutive workers that died while starting (a broken model, say)
 
     # ---- life ------------------------------------------------------------------------------------------
 
@@ -82,9 +89,13 @@ class WorkerPool:
         self._watch.start()
         deadline = time.monotonic() + ready_timeout
         while not any(w.state == "ready" for w in self.workers):
-            if time.monotonic() > deadline:
-                causes = "; ".join(f"{w.name}: {w.cause or w.state}" for w in self.workers)
-                raise RuntimeError(f"no render worker became ready within {ready_timeout:g} s ({causes})")
+            gave_up = self._failed_starts >= MAX_FAILED_STARTS
+            if gave_up or time.monotonic() > deadline:
+                causes = "; ".join(f"{w.name}: {w.cause or w.state}" for w in self.workers[-3:])
+                self.close()
+                raise ClusterError(f"no render worker could start ({causes})" if gave_up else
+                                   f"no render worker became ready within {ready_timeout:g} s ({causes})",
+                                   "--cluster")
             time.sleep(0.05)
         return self
 
@@ -115,12 +126,16 @@ class WorkerPool:
             except ConnectionError:
                 log.info("no running Ray cluster found: starting a local one")
                 address = "local"
-        if address == "local":
-            ray.init(num_cpus=self.settings.local_cpus or os.cpu_count(), include_dashboard=False,
-                     log_to_driver=False)
-            self._started_ray = True
-        else:
-            ray.init(address=address, log_to_driver=False)
+        try:
+            if address == "local":
+                ray.init(num_cpus=self.settings.local_cpus or os.cpu_count(), include_dashboard=False,
+                         log_to_driver=False)
+                self._started_ray = True
+            else:
+                ray.init(address=address, log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - Ray's errors vary by address kind; the user needs one line
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ClusterError(f"cannot reach Ray at {address}: {first}", "--cluster") from None
 
     def _spawn(self) -> WorkerHandle:
         import ray
@@ -190,12 +205,17 @@ class WorkerPool:
                             worker.state = "ready"
                             log.info("render worker %s ready on %s", worker.name, worker.info.get("node"))
                     except Exception as exc:  # noqa: BLE001 - the actor or its process is gone, or init failed
+                        if worker.state == "starting":
+                            self._failed_starts += 1
                         self.died(worker, short_cause(exc))
                         continue
+                    self._failed_starts = 0
                     if now - worker.ping_sent >= PING_S:
                         worker.ping, worker.ping_sent = worker.actor.ping.remote(), now
                 elif worker.state == "ready" and now - worker.last_answer > PING_TIMEOUT_S:
                     self.died(worker, f"no answer for {PING_TIMEOUT_S:g} s")
+            if self._failed_starts >= MAX_FAILED_STARTS:
+                continue          # workers die as they start: more of them would too (the causes are in health)
             alive = sum(w.state != "dead" for w in self.workers)
             for _ in range(self.settings.workers - alive):   # keep the pool at its size: a replacement waits
                 self._spawn()                                 # for room in the cluster as long as it must
@@ -210,6 +230,11 @@ def short_cause(exc: BaseException) -> str:
         return f"{type(cause).__name__}: {str(cause).strip().splitlines()[0][:200]}" if str(cause).strip() \
             else type(cause).__name__
     text = str(exc)
+    if isinstance(exc, ActorDiedError) and "creation task" in text:
+        # the worker's __init__ raised (a missing weights directory, say): its error is the message's last line
+        last = [line for line in text.strip().splitlines() if line.strip()][-1].strip()
+        kind, _, detail = last.partition(": ")
+        return f"its start-up failed: {kind.rsplit('.', 1)[-1]}: {detail}"[:300]
     if isinstance(exc, ActorDiedError) and "ray.kill" in text:
         return "its actor was killed"
     if isinstance(exc, RayActorError):

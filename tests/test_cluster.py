@@ -25,6 +25,21 @@ ray = pytest.importorskip("ray")
 VIEW = {"source": "demo", "size": "64x32", "prompt": "polar", "keep_pixels": False}
 
 
+def test_workers_that_cannot_start_are_one_line_and_ray_is_left_down(tmp_path):
+    """Before the studio's own Ray (module fixture below): a pool whose workers fail at start-up stops asking
+    for more after three, says why in one line, and shuts the Ray it started."""
+    from cluster.pool import ClusterError, PoolSettings, WorkerPool
+
+    pool = WorkerPool(PoolSettings("local", workers=1, renderer="flash",
+                                   renderer_options={"weights": str(tmp_path / "missing")}, local_cpus=1))
+    with pytest.raises(ClusterError) as failed:
+        pool.start(ready_timeout=120)
+    message = str(failed.value)
+    assert message.startswith("--cluster: no render worker could start (") and "\n" not in message, message
+    assert "missing" in message
+    assert not ray.is_initialized()
+
+
 @pytest.fixture(scope="module")
 def studio():
     settings = Settings(port=0, max_sessions=4, cluster="local", workers=2, worker_sessions=1, cluster_cpus=2,

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
     (["serve", "--data-dir", "/no/such/dir"], "--data-dir"),
     (["serve", "--renderer", "magic"], "unknown renderer 'magic'"),
     (["serve", "--batch-sessions", "nan"], "--batch-sessions: nan must be 0..1000 milliseconds"),
+    (["serve", "--cluster", "nowhere"], "--cluster: 'nowhere' is not local, auto or ray://HOST:PORT"),
+    (["serve", "--workers", "0"], "--workers: 0 must be at least 1"),
     (["serve", "--batch-sessions", "5", "--max-batch", "0"], "--max-batch: 0 must be at least 1"),
     (["serve", "--take-min-free-mb", "-1"], "--take-min-free-mb: -1 must be 0 or more megabytes"),
     (["engine", "--connect", "http://x"], "--connect: 'http://x' is not a ws:// or wss:// URL"),

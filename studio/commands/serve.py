@@ -141,7 +141,13 @@ def run(args) -> int:
                         "--renderer")
     if (warning := expose_warning(settings)) is not None:
         print(warning, file=sys.stderr)
-    app = mount_ui(create_app(settings, player_at_root=False))
+    pool = None
+    if settings.cluster:                 # before the server: a bad address or a worker that cannot start is one line
+        from studio.server.app import start_pool
+
+        print(f"starting render workers on Ray ({settings.cluster})…", file=sys.stderr)
+        pool = start_pool(settings)
+    app = mount_ui(create_app(settings, player_at_root=False, pool=pool))
     print(f"AlayaStudio on http://{settings.host}:{settings.port}  (studio: /studio, plain player: /player, "
           "API docs: /docs)",
           file=sys.stderr)

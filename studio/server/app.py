@@ -26,17 +26,21 @@ from studio.server.settings import Settings
 log = logging.getLogger("alaya.server")
 
 
-def create_app(settings: Settings | None = None, *, player_at_root: bool = True) -> FastAPI:
+def create_app(settings: Settings | None = None, *, player_at_root: bool = True, pool=None) -> FastAPI:
     """The studio's HTTP app: REST API under /api, engine feed WebSocket, /metrics, /docs and a player page.
 
-    `player_at_root=False` leaves `/` free for the UI that mounts itself there."""
+    `player_at_root=False` leaves `/` free for the UI that mounts itself there. `pool`: render workers already
+    started (cluster.pool.WorkerPool; `serve --cluster` starts them first, so a bad address is one line);
+    else `settings.cluster` starts them with the app."""
     settings = settings or Settings()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.loop = asyncio.get_running_loop()  # for code on other threads (and tests) that must reach it
-        if settings.cluster:            # render workers first: the default renderer is theirs
-            app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, _start_pool, settings)
+        if pool is not None:            # render workers first: the default renderer is theirs
+            app.state.sessions.pool = pool
+        elif settings.cluster:
+            app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, start_pool, settings)
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
@@ -100,7 +104,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True)
     return app
 
 
-def _start_pool(settings: Settings):
+def start_pool(settings: Settings):
     """Start or join Ray and the render workers (cluster/, the optional `cluster` extra)."""
     from cluster.pool import PoolSettings, WorkerPool
 
