@@ -1,7 +1,9 @@
-"""Batched flash sessions on the CPU (tiny config): throughput for 1, 2 and 4 sessions, batched in one forward
-pass (renderer/flash/batch.py) vs rendered one after another, in one run with the rows alternating.
+"""Batched flash sessions: throughput for 1, 2 and 4 sessions, batched in one forward pass
+(renderer/flash/batch.py) vs rendered one after another, in one run with the rows alternating.
 
     .venv/bin/python bench/flash_batch_bench.py --sessions 1,2,4 --chunks 6 --width 128 --height 64 --threads 2
+    .venv/bin/python bench/flash_batch_bench.py --config full --device cuda --width 832 --height 448 \
+        --sessions 1,2 --chunks 5 --repeats 2          # the GPU figure: 2 sessions >= 24 FPS each on one H200
 
 Throughput = frames delivered across all sessions per second of wall time, after one warm-up chunk each;
 medians over --repeats rounds, the order within a round alternating.
@@ -26,7 +28,12 @@ from renderer.flash.batch import render_batch  # noqa: E402
 from renderer.flash.benchmark import STYLE_PROMPTS, synthetic_frames  # noqa: E402
 
 
-def run(renderer, n: int, chunks: int, width: int, height: int, batched: bool) -> float:
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run(renderer, n: int, chunks: int, width: int, height: int, batched: bool, device: str = "cpu") -> float:
     size = renderer.chunk_size
     frames = synthetic_frames(size * (chunks + 1), width, height)
     prompts = list(STYLE_PROMPTS)
@@ -41,9 +48,11 @@ def run(renderer, n: int, chunks: int, width: int, height: int, batched: bool) -
                 for s, session in enumerate(sessions):
                     session.render(part, conds[s])
         chunk(0)                                     # warm-up: first-chunk allocations, anchors
+        sync(device)
         t0 = time.perf_counter()
         for k in range(1, chunks + 1):
             chunk(k)
+        sync(device)
         return n * size * chunks / (time.perf_counter() - t0)
     finally:
         for session in sessions:
@@ -58,23 +67,29 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=4, help="rounds of (sequential, batched) per session count")
+    ap.add_argument("--config", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default=None, help="bf16 (CUDA default), fp16, fp32")
     ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    renderer = create_renderer("flash", config="tiny", device="cpu", prompts=list(STYLE_PROMPTS))
-    run(renderer, 2, 2, args.width, args.height, batched=True)          # warm the process (allocator, kernels)
+    renderer = create_renderer("flash", config=args.config, device=args.device, dtype=args.dtype,
+                               prompts=list(STYLE_PROMPTS))
+    run(renderer, 2, 2, args.width, args.height, True, args.device)     # warm the process (allocator, kernels)
     rows = []
     for n in (int(x) for x in args.sessions.split(",")):
         one, many = [], []
         for r in range(args.repeats):
             # alternate which goes first, so drift on a shared machine hits both alike
             for batched in ((False, True) if r % 2 == 0 else (True, False)):
-                (many if batched else one).append(run(renderer, n, args.chunks, args.width, args.height, batched))
+                (many if batched else one).append(run(renderer, n, args.chunks, args.width, args.height, batched,
+                                                      args.device))
         seq, bat = statistics.median(one), statistics.median(many)
         rows.append({"sessions": n, "sequential_fps": round(seq, 1), "batched_fps": round(bat, 1),
                      "ratio": round(bat / seq, 2)})
         print(f"{n} sessions: one after another {seq:.1f} FPS, batched {bat:.1f} FPS, x{bat / seq:.2f}", flush=True)
-    report = {"config": "tiny", "size": f"{args.width}x{args.height}", "threads": args.threads,
+    report = {"config": args.config, "device": args.device, "size": f"{args.width}x{args.height}",
+              "threads": args.threads,
               "chunk_size": renderer.chunk_size, "rows": rows}
     print(json.dumps(report))
     if args.json:
