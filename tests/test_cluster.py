@@ -84,6 +84,8 @@ def test_two_viewers_land_on_different_workers_and_a_third_is_refused(studio):
                 metrics = samples((await http.get("/metrics")).text)
             assert sorted((w["state"], w["sessions"], w["capacity"]) for w in health["workers"]) == \
                 [("ready", 1, 1), ("ready", 1, 1)]
+            assert sorted(sid for w in health["workers"] for sid in w["session_ids"]) == \
+                sorted([a.session_id, b.session_id])
             assert metrics['alaya_cluster_workers{state="ready"}'] == 2
             assert sum(v for k, v in metrics.items() if k.startswith("alaya_worker_sessions{")) == 2
         assert await wait_no_sessions(studio, 60)

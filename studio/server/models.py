@@ -79,7 +79,8 @@ class Health(BaseModel):
     renderer_info: dict[str, Any] | None = Field(None, description="the default renderer's own description once "
                                                  "loaded (flash: config, weights, sampler, text_sink, ...)")
     workers: list[dict[str, Any]] | None = Field(None, description="with --cluster: each render worker's name, "
-                                                 "state (starting, ready, dead), sessions, capacity, node, cause")
+                                                 "state (starting, ready, dead), sessions, capacity, node, cause, "
+                                                 "and session_ids: the live sessions it hosts")
 
 
 class FeedInfo(BaseModel):

@@ -28,10 +28,15 @@ async def health(request: Request) -> Health:
     st = request.app.state
     loaded = st.sessions.loaded_renderer(st.settings.renderer)     # never loads one: health must answer at once
     pool = st.sessions.pool
+    workers = None
+    if pool is not None:         # each worker with the live sessions it hosts (by the ids the API uses)
+        hosted = [(s.id, getattr(s.rollout.session, "worker", None)) for s in list(st.sessions.sessions.values())]
+        workers = [{**w, "session_ids": [sid for sid, host in hosted if host is not None and host.name == w["name"]]}
+                   for w in pool.describe()]
     return Health(version=__version__, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
                   renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names(),
                   renderer_info=loaded.describe() if loaded is not None else None,
-                  workers=pool.describe() if pool is not None else None)
+                  workers=workers)
 
 
 def _session(request: Request, session_id: str) -> LiveSession:
