@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -52,6 +52,13 @@ class RenderSession(abc.ABC):
         A chunk shorter than chunk_size is allowed (end of a sequence) and returns as many frames.
         Frames whose size differs from the session's are resized by the session.
         """
+
+    def render_stream(self, frames: Sequence[GBufferFrame],
+                      conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
+        """The same chunk as `render`, in parts as soon as each is ready (flash: per decoded latent frame), so
+        a live session can send the first frames before the chunk's last ones exist. The parts hold the
+        chunk's frames in order, all of them; each part's timings are the chunk's so far. By default: one part."""
+        yield self.render(frames, conditioning)
 
     def close(self) -> None:
         """Free history and accelerator memory; safe to call twice."""

@@ -32,6 +32,11 @@ class StageClock:
         self.timings[stage] = self.timings.get(stage, 0.0) + (now - self.last) * 1e3
         self.last = now
 
+    def resume(self) -> None:
+        """Start timing again from now: the time since the last lap was not this stage's (a streaming render
+        waited while its caller handed the frames out)."""
+        self.last = self._now()
+
 
 def process_peak_rss_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss     # KiB on Linux, bytes on macOS

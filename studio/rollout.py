@@ -69,20 +69,32 @@ class Rollout:
 
     def next_chunk(self) -> list[RenderedFrame]:
         """Render the next chunk; [] when a recorded source is exhausted."""
+        _, parts = self.next_chunk_parts()
+        return [frame for part in parts for frame in part]
+
+    def next_chunk_parts(self) -> tuple[int, Iterator[list[RenderedFrame]]]:
+        """Take the next chunk's frames and their conditioning now (the timeline moves on at once), and return
+        (how many, the rendered frames in parts as the renderer produces them: RenderSession.render_stream).
+        (0, nothing) when a recorded source is exhausted. The parts must be read to the end."""
         frames = self._take(self.session.chunk_size)
         if not frames:
-            return []
+            return 0, iter(())
         schedule = self.schedule
-        conds = [schedule.conditioning_at(self.frame_index + i) for i in range(len(frames))]
-        t0 = time.perf_counter()
-        result = self.session.render(frames, conds)
-        timings = dict(result.timings_ms)
-        timings.setdefault("total", (time.perf_counter() - t0) * 1e3)
-        out = [RenderedFrame(self.frame_index + i, result.rgb[i], f, c, timings, len(frames),
-                             result.peak_memory_bytes)
-               for i, (f, c) in enumerate(zip(frames, conds))]
+        start = self.frame_index
+        conds = [schedule.conditioning_at(start + i) for i in range(len(frames))]
         self.frame_index += len(frames)
-        return out
+        return len(frames), self._render(frames, conds, start)
+
+    def _render(self, frames: list[GBufferFrame], conds: list[Conditioning],
+                start: int) -> Iterator[list[RenderedFrame]]:
+        t0, done = time.perf_counter(), 0
+        for result in self.session.render_stream(frames, conds):
+            timings = dict(result.timings_ms)
+            timings.setdefault("total", (time.perf_counter() - t0) * 1e3)
+            n = len(result.rgb)
+            yield [RenderedFrame(start + done + i, result.rgb[i], frames[done + i], conds[done + i], timings,
+                                 len(frames), result.peak_memory_bytes) for i in range(n)]
+            done += n
 
     def close(self) -> None:
         self.session.close()

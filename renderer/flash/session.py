@@ -15,7 +15,7 @@ the last frame and the output trimmed; the padded group stays in history):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -118,6 +118,28 @@ class FlashSession(RenderSession):
             return PreparedChunk(len(frames), prompt, gbuffer_latent, self._noise(t), self.history.inputs(t),
                                  lambda: self._noise(t), timer)
 
+    def render_stream(self, frames: Sequence[GBufferFrame],
+                      conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
+        """As render(), but the frames of each latent frame leave as soon as it is decoded (the decoder streams
+        latent by latent exactly as it decodes a chunk, decoder.py)."""
+        chunk = self.prepare(frames, conditioning)
+        pipe, timer = self.pipeline, chunk.timer
+        with torch.inference_mode():
+            latent = pipe.denoise(chunk.noise, chunk.gbuffer_latent, chunk.prompt, chunk.history,
+                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"), fresh_noise=chunk.fresh_noise)
+            self.history.push(latent, chunk.gbuffer_latent)
+        self.last_prompt = chunk.prompt
+        left = chunk.frames
+        for j in range(latent.shape[2]):
+            with torch.inference_mode():
+                rgb = pipe.decode(latent[:, :, j:j + 1], self.memory)[0, :left]
+            timer.lap("decode")
+            left -= len(rgb)
+            self.frames_rendered += len(rgb)
+            if len(rgb):
+                yield self._result(rgb, timer)
+                timer.resume()
+
     def finish(self, chunk: "PreparedChunk", latent: torch.Tensor) -> RenderResult:
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
@@ -126,11 +148,15 @@ class FlashSession(RenderSession):
             timer.lap("decode")
         self.last_prompt = chunk.prompt
         self.frames_rendered += chunk.frames
+        return self._result(rgb, timer)
+
+    def _result(self, rgb: torch.Tensor, timer: StageClock) -> RenderResult:
+        """Frames (n, 3, H, W) in [0, 1] → uint8 (n, H, W, 3), with the chunk's timings so far."""
         out = rgb.permute(0, 2, 3, 1).mul(255.0).round().clamp(0, 255).to(torch.uint8)
         timings = dict(timer.timings)
         timings["denoise"] = sum(v for k, v in timer.timings.items() if k.startswith("denoise_step_"))
-        timings["total"] = sum(timer.timings.values())
-        return RenderResult(out.cpu().numpy(), timings, peak_memory_bytes(pipe.device))
+        timings["total"] = sum(v for k, v in timer.timings.items() if k != "denoise")
+        return RenderResult(out.cpu().numpy(), timings, peak_memory_bytes(self.pipeline.device))
 
     def _encoder_input(self, x: torch.Tensor, n: int) -> torch.Tensor:
         """x (1, T, 5, 3, H, W), its first n frames real → what the G-buffer encoder sees.

@@ -149,25 +149,24 @@ class LiveSession:
                 if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
                     continue   # render just in time: only once the last frame is on its way (commands apply)
                 t0, wall0 = time.perf_counter(), time.time()
-                chunk = self.rollout.next_chunk()
-                rendered_s = time.perf_counter() - t0
-                self.buffer.note_production(len(chunk), rendered_s)
-                if self.observer is not None and chunk:
-                    self.observer.chunk_rendered(rendered_s)
+                count, parts = self.rollout.next_chunk_parts()
                 if self.loop_playback and self._at_end():
                     self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
-                if not chunk:
-                    if self.loop_playback and self.rollout.recorded:
-                        continue
-                    self._ended = True
-                    self.state = "ended"
-                    ended = {"type": "ended", "frame": self.rollout.frame_index, "reason": "the source ended"}
-                    if not self.rollout.recorded:
-                        self.send(ended)   # now: the session closes right after, its last frames with it
-                        break  # a live source that ends (a feed that went away) does not come back
-                    self._after_last_frame(ended)   # the session stays (seek, loop): after its last frame
+                if count:
+                    rendered_s = self._hand_over_parts(parts, t0, wall0)
+                    self.buffer.note_production(count, rendered_s)
+                    if self.observer is not None:
+                        self.observer.chunk_rendered(rendered_s)
                     continue
-                self._hand_over(chunk, t0, wall0)
+                if self.loop_playback and self.rollout.recorded:
+                    continue
+                self._ended = True
+                self.state = "ended"
+                ended = {"type": "ended", "frame": self.rollout.frame_index, "reason": "the source ended"}
+                if not self.rollout.recorded:
+                    self.send(ended)   # now: the session closes right after, its last frames with it
+                    break  # a live source that ends (a feed that went away) does not come back
+                self._after_last_frame(ended)   # the session stays (seek, loop): after its last frame
         except UserError as exc:
             self.fail(exc)
         except Exception as exc:  # a renderer/source bug: end this session only, keep the server up
@@ -206,6 +205,20 @@ class LiveSession:
 
     def _at_end(self) -> bool:
         return self.rollout.recorded and self.rollout.frame_index >= len(self.rollout.source)
+
+    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> float:
+        """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
+        it is decoded); → the seconds spent rendering, not waiting for the hand-over. After a seek the rest of
+        the chunk is stale: still rendered (so the session's state stays whole), not handed over."""
+        seeks, render_s = self._seeks, 0.0
+        while True:
+            t = time.perf_counter()
+            part = next(parts, None)
+            render_s += time.perf_counter() - t
+            if part is None:
+                return render_s
+            if self._seeks == seeks and not self._stop:
+                self._hand_over(part, rendered_at, rendered_wall)
 
     def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
         seeks = self._seeks
@@ -398,8 +411,9 @@ class LiveSession:
     def _on_stamp(self, msg) -> None:
         if msg.on and not stamp_fits(self.width, self.height):
             raise dc.ProtocolError(f"{self.width}x{self.height} is too small for the frame stamp", "stamp")
-        self.stamp = msg.on          # read per frame by the worker: from the next frame handed over
-        self.send({"type": "ack", "request": "stamp", "on": msg.on, "frame": self.rollout.frame_index})
+        # read per frame as the worker hands frames over: from the next one, which may be one rendered already
+        self.stamp = msg.on
+        self.send({"type": "ack", "request": "stamp", "on": msg.on})
 
     @handles("take")
     def _on_take(self, msg) -> None:
