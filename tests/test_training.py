@@ -328,3 +328,77 @@ def test_serving_imports_neither_training_nor_peft():
             "bad = [m for m in sys.modules if m.split('.')[0] == 'training']; assert not bad, bad; print('clean')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-1500:]
+
+
+def tiny_clip_dir(root: Path) -> Path:
+    """A Hugging Face CLIP directory made here (random weights, byte-level vocabulary): the local weights
+    `--clip-weights` takes, without any download."""
+    import transformers
+    from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTokenizer
+
+    # the image processor without torchvision (not a dependency here)
+    image_processor = getattr(transformers, "CLIPImageProcessorPil", transformers.CLIPImageProcessor)
+    root.mkdir()
+    # byte-level BPE's alphabet (GPT-2's byte → printable character map), each character a token, no merges
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = [chr(b) for b in printable] + [chr(256 + i) for i in range(256 - len(printable))]
+    vocab = {c: i for i, c in enumerate(chars)} | {c + "</w>": len(chars) + i for i, c in enumerate(chars)}
+    vocab |= {"<|startoftext|>": len(vocab), "<|endoftext|>": len(vocab) + 1}
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    (root / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = CLIPTokenizer(str(root / "vocab.json"), str(root / "merges.txt"))
+    layers = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+    config = CLIPConfig(text_config=dict(vocab_size=len(vocab), max_position_embeddings=77, **layers),
+                        vision_config=dict(image_size=32, patch_size=8, **layers), projection_dim=16)
+    CLIPModel(config).save_pretrained(root)
+    CLIPProcessor(image_processor=image_processor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+                  tokenizer=tokenizer).save_pretrained(root)
+    return root
+
+
+def tiny_i3d_file(path: Path) -> Path:
+    """A TorchScript video feature extractor with I3D's signature: (B, 3, T, 224, 224) -> (B, 8)."""
+    class TinyI3D(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv3d(3, 8, kernel_size=(2, 16, 16), stride=(2, 16, 16))
+
+        def forward(self, videos: torch.Tensor) -> torch.Tensor:
+            return self.conv(videos).mean(dim=(2, 3, 4))
+
+    torch.manual_seed(0)
+    torch.jit.script(TinyI3D()).save(str(path))
+    return path
+
+
+def test_eval_computes_clip_score_and_fvd_from_local_weights(trained, recordings, tmp_path, capsys):
+    report = tmp_path / "eval.json"
+    clip_dir, i3d = tiny_clip_dir(tmp_path / "clip"), tiny_i3d_file(tmp_path / "i3d.pt")
+    assert cli("eval", trained, recordings["held"], "--json", report, "--clip-weights", clip_dir,
+               "--i3d-weights", i3d, "--fvd-clip-frames", "4") == 0
+    result = json.loads(report.read_text())
+    overall = result["overall"]
+    assert 0 <= overall["clip_score"] <= 100 and overall["fvd_clips"] == 4 and overall["fvd"] >= 0
+    assert result["recordings"][0]["fvd"] == overall["fvd"]               # one recording: the same clips
+    assert set(result["not_computed"]) == {"lpips"}
+    assert "clip_score | fvd |" in capsys.readouterr().out
+    # weights that are not what they claim are one line each
+    (tmp_path / "not-a-model.pt").write_bytes(b"nope")
+    for flag, value, says in (("--clip-weights", tmp_path / "empty", "not a local CLIP directory"),
+                              ("--i3d-weights", tmp_path / "not-a-model.pt", "not a TorchScript I3D")):
+        assert main(["eval", str(trained), str(recordings["held"]), flag, str(value)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and "\n" not in err, err
+
+
+def test_frechet_distance_follows_its_definition():
+    from scipy import linalg
+
+    from training.reference_metrics import frechet_distance
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(200, 6)), rng.normal(loc=0.5, scale=1.3, size=(150, 6))
+    s_a, s_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    expected = ((a.mean(0) - b.mean(0)) ** 2).sum() + np.trace(s_a + s_b - 2 * linalg.sqrtm(s_a @ s_b).real)
+    assert frechet_distance(a, b) == pytest.approx(expected, rel=1e-6)
+    assert frechet_distance(a, a) == pytest.approx(0.0, abs=1e-6)

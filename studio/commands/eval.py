@@ -3,9 +3,10 @@
 Streams a flash model over held-out paired recordings exactly as live (the studio's Rollout and the renderer's
 own session, chunk by chunk with its history) and scores the output against each recording's RGB: PSNR, SSIM
 and temporal flicker, per recording, per prompt and overall; optionally the two baselines a trained model must
-beat (albedo passthrough; the reference renderer's `original` style) on the same frames. LPIPS is computed
-when a local TorchScript distance is given (`--lpips-weights`); CLIP score and FVD are listed as not computed
-(nothing is ever downloaded). `--side-by-side` writes an MP4 per recording: G-buffer albedo | truth | output.
+beat (albedo passthrough; the reference renderer's `original` style) on the same frames. LPIPS, CLIP score and
+FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`, `--i3d-weights`;
+training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded.
+`--side-by-side` writes an MP4 per recording: G-buffer albedo | truth | output.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ def register(sub) -> None:
     p.add_argument("--device", help="torch device (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lpips-weights", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
-    p.add_argument("--clip-weights", help="local CLIP weights (CLIP score; not computed in this version)")
-    p.add_argument("--i3d-weights", help="local I3D weights (FVD; not computed in this version)")
+    p.add_argument("--clip-weights", metavar="DIR",
+                   help="local Hugging Face CLIP directory: CLIP score of each frame against its prompt")
+    p.add_argument("--i3d-weights", metavar="FILE",
+                   help="local TorchScript I3D, videos (B, 3, T, 224, 224) in [-1, 1] -> features (B, D): FVD")
+    p.add_argument("--fvd-clip-frames", type=int, default=16, help="frames per FVD clip (default 16)")
     p.set_defaults(func=run)
 
 
@@ -83,19 +87,26 @@ def run(args) -> int:
     from training.data import DEFAULT_PROMPT, prompt_for, read_prompt_file
     from training.errors import TrainingError
     from training.metrics import StreamMetrics
+    from training.reference_metrics import ClipScorer, FvdClips, I3dFeatures
 
     if args.frames is not None and args.frames < 1:
         raise ArgumentError(f"must be at least 1, got {args.frames}", "--frames")
+    if args.fvd_clip_frames < 2:
+        raise ArgumentError(f"must be at least 2, got {args.fvd_clip_frames}", "--fvd-clip-frames")
     prompts = read_prompt_file(args.prompts)
     if args.prompt != DEFAULT_PROMPT:
         prompts.setdefault("*", args.prompt)
     lpips = load_perceptual(args.lpips_weights)
+    clip = ClipScorer(args.clip_weights) if args.clip_weights else None
+    i3d = I3dFeatures(args.i3d_weights) if args.i3d_weights else None
     renderer = create_renderer("flash", weights=args.weights, device=args.device, unknown_prompt="presets")
     reference = create_renderer("reference") if args.baselines else None
     out_dir = Path(args.side_by_side or (Path(args.json).parent if args.json else ".")) \
         if args.side_by_side is not None else None
 
     rows, by_prompt, overall = [], {}, StreamMetrics()
+    fvd_by_prompt: dict[str, FvdClips] = {}
+    fvd_overall = FvdClips(i3d, args.fvd_clip_frames) if i3d else None
     baselines = {name: StreamMetrics() for name in BASELINES} if reference else {}
     for path in map(Path, args.recordings):
         source = open_sequence(path)
@@ -107,6 +118,7 @@ def run(args) -> int:
         prompt_text = prompt_for(path, prompts)
         schedule = Schedule.single(prompt_text)
         metrics = StreamMetrics()
+        fvd = FvdClips(i3d, args.fvd_clip_frames) if i3d else None
         with contextlib.ExitStack() as stack:
             stack.callback(source.close)
             writer = None
@@ -123,6 +135,10 @@ def run(args) -> int:
                 if lpips is not None:
                     as_tensor = lambda im: torch.from_numpy(im).permute(2, 0, 1)[None].float() / 127.5 - 1  # noqa: E731
                     metrics.add("lpips", float(lpips(as_tensor(rendered.rgb), as_tensor(truth)).mean()))
+                if clip is not None:
+                    metrics.add("clip_score", clip.score(rendered.rgb, prompt_text))
+                if fvd is not None:
+                    fvd.update(rendered.rgb, truth)
                 if writer is not None:
                     albedo = _resize(rendered.gbuffer.channel("albedo"), size)
                     writer.write(np.concatenate([albedo, truth, rendered.rgb], axis=1))
@@ -136,18 +152,23 @@ def run(args) -> int:
             if reference is not None:
                 score_stream(source, reference.open_session(*size, seed=args.seed), Schedule.single("original"),
                              args.frames, baseline_frame)
-        rows.append({"recording": path.name, "prompt": prompt_text, **metrics.summary()})
+        rows.append({"recording": path.name, "prompt": prompt_text, **metrics.summary(),
+                     **(fvd.summary() if fvd else {})})
         by_prompt[prompt_text] = by_prompt.get(prompt_text, StreamMetrics()).merged(metrics)
         overall = overall.merged(metrics)
+        if fvd is not None:
+            fvd_by_prompt[prompt_text] = fvd_by_prompt[prompt_text].merged(fvd) if prompt_text in fvd_by_prompt \
+                else fvd
+            fvd_overall = fvd_overall.merged(fvd)
 
-    not_computed = {"clip_score": "no --clip-weights" if not args.clip_weights else "not implemented yet",
-                    "fvd": "no --i3d-weights" if not args.i3d_weights else "not implemented yet"}
-    if lpips is None:
-        not_computed["lpips"] = "no --lpips-weights"
+    not_computed = {name: f"no {flag}" for name, flag, given in (
+        ("lpips", "--lpips-weights", lpips), ("clip_score", "--clip-weights", clip), ("fvd", "--i3d-weights", i3d))
+        if given is None}
+    fvd_of = lambda p: fvd_by_prompt[p].summary() if p in fvd_by_prompt else {}   # noqa: E731
     result = {"weights": args.weights, "renderer": renderer.describe(), "recordings": rows,
-              "per_prompt": [{"prompt": p, **m.summary()} for p, m in by_prompt.items()],
-              "overall": overall.summary(), "baselines": {k: m.summary() for k, m in baselines.items()},
-              "not_computed": not_computed}
+              "per_prompt": [{"prompt": p, **m.summary(), **fvd_of(p)} for p, m in by_prompt.items()],
+              "overall": {**overall.summary(), **(fvd_overall.summary() if fvd_overall else {})},
+              "baselines": {k: m.summary() for k, m in baselines.items()}, "not_computed": not_computed}
     table = markdown_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
@@ -159,6 +180,7 @@ def run(args) -> int:
 
 def markdown_table(result: dict) -> str:
     cols = ("frames", "psnr", "ssim", "flicker", "flicker_ratio")
+    cols += tuple(c for c in ("lpips", "clip_score", "fvd") if c in result["overall"])
     lines = ["| what | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
 
     def row(name: str, m: dict) -> None:
