@@ -43,11 +43,14 @@ class ReceivedFrame:
 
 class StudioViewer:
     def __init__(self, base_url: str, *, keep_pixels: bool = True, codecs: tuple[str, ...] | None = None,
-                 **options: Any):
+                 direct_only: bool = False, **options: Any):
         """`options` are the offer's session options; `codecs` limits what this viewer offers, e.g.
-        ("video/VP8",) to act like a browser without H.264."""
+        ("video/VP8",) to act like a browser without H.264; `direct_only` drops the studio's relay (TURN)
+        candidates from its answer, so this viewer's media never goes through a TURN server (with aggressive
+        nomination the first check to succeed wins, which is not always the direct one)."""
         self.base_url = base_url.rstrip("/")
         self.codecs = codecs
+        self.direct_only = direct_only
         self.options = options
         self.keep_pixels = keep_pixels
         self.frames: list[ReceivedFrame] = []
@@ -85,6 +88,9 @@ class StudioViewer:
         except OfferRefused:
             await pc.close()
             raise
+        if self.direct_only:
+            answer = "".join(line for line in answer.splitlines(keepends=True)
+                             if not (line.startswith("a=candidate:") and " typ relay" in line))
         await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
         if self.channel is not None:
             await asyncio.wait_for(opened.wait(), 20)
