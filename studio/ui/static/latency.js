@@ -23,7 +23,7 @@ export const latency = {
     this.keyLog = [];                     // {key, down, at (page wall ms)}: drive keys sent (drive.js)
     this.stampCanvas = document.createElement("canvas");
     this.$("alaya-measure").addEventListener("change", (ev) => this.measure(ev.target.checked));
-    setInterval(() => this.send({ type: "ping", t: wallNow() }), PING_MS);
+    setInterval(() => { if (this.measuring) this.ping(); }, PING_MS);    // the clock offset only serves measuring
   },
   // (re)applied on every new session: the stamp is the session's, the checkbox the page's
   measure(on = this.$("alaya-measure").checked) {
@@ -31,10 +31,12 @@ export const latency = {
     this.g2g = []; this.g2gLog = []; this.presentedLog = [];
     this.$("alaya-g2g").textContent = on ? "glass-to-glass: waiting for stamped frames…" : "";
     if (this.channel?.readyState === "open") this.send({ type: "stamp", on });
+    if (on) this.ping();
     if (on && !this.frameCallback && "requestVideoFrameCallback" in this.video) this.watchFrames();
     if (on && !("requestVideoFrameCallback" in this.video))
       this.$("alaya-g2g").textContent = "glass-to-glass: this browser has no requestVideoFrameCallback";
   },
+  ping() { this.send({ type: "ping", t: wallNow() }); },
   noteRendered(m) {
     if (m.rendered_wall === undefined) return;
     const render = (m.stages_ms?.total ?? 0) / (m.chunk_size || 1);
