@@ -3,7 +3,7 @@
 Runs the built-in engine on autopilot (live source) and a recorded .gbuf.zip of the same frames, at 416x224 and
 832x448, and prints frames per second with the per-stage medians from the metrics JSON.
 
-    python bench/offline_bench.py [--frames 120] [--json out.json]
+    python bench/offline_bench.py [--frames 120] [--backends gl,torch] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,33 +21,37 @@ from studio.cli import main as cli  # noqa: E402
 SIZES = ("416x224", "832x448")
 
 
-def run(frames: int) -> list[dict]:
+def run(frames: int, backends: list[str]) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in SIZES:
             rec = Path(tmp) / f"rec-{size}.gbuf.zip"
             assert cli(["record", "--engine", "demo", "--frames", str(frames), "--size", size, "-o", str(rec)]) == 0
             for name, inputs in (("demo (live engine)", ["demo"]), (".gbuf.zip", [str(rec)])):
-                metrics = Path(tmp) / "m.json"
-                argv = ["render", *inputs, "--schedule", "eight-worlds", "--frames", str(frames), "--size", size,
-                        "-o", str(Path(tmp) / "out.mp4"), "--metrics", str(metrics), "--no-progress"]
-                assert cli(argv) == 0
-                m = json.loads(metrics.read_text())
-                rows.append({"input": name, "size": size, "frames": m["frames"], "fps": round(m["fps"], 2),
-                             "stage_ms_median": m["stage_ms_median"], "encode_ms_median": m["encode_ms_median"]})
+                for backend in backends:
+                    metrics = Path(tmp) / "m.json"
+                    argv = ["render", *inputs, "--schedule", "eight-worlds", "--frames", str(frames), "--size", size,
+                            "-o", str(Path(tmp) / "out.mp4"), "--metrics", str(metrics), "--no-progress",
+                            "--renderer-option", f"backend={backend}"]
+                    assert cli(argv) == 0
+                    m = json.loads(metrics.read_text())
+                    rows.append({"input": name, "backend": backend, "size": size, "frames": m["frames"],
+                                 "fps": round(m["fps"], 2), "stage_ms_median": m["stage_ms_median"],
+                                 "encode_ms_median": m["encode_ms_median"]})
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--backends", default="gl,torch", help="the reference renderer's backends to run, in turn")
     ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
-    rows = run(args.frames)
-    print(f"{'input':<20} {'size':>8} {'frames':>6} {'FPS':>7}  stage ms (median per frame)")
+    rows = run(args.frames, args.backends.split(","))
+    print(f"{'input':<20} {'backend':>7} {'size':>8} {'frames':>6} {'FPS':>7}  stage ms (median per frame)")
     for r in rows:
         stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stage_ms_median"].items())
-        print(f"{r['input']:<20} {r['size']:>8} {r['frames']:>6} {r['fps']:>7.2f}  {stages}; "
+        print(f"{r['input']:<20} {r['backend']:>7} {r['size']:>8} {r['frames']:>6} {r['fps']:>7.2f}  {stages}; "
               f"encode {r['encode_ms_median']:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"benchmark": "offline_render", "rows": rows}, indent=2) + "\n")

@@ -1,6 +1,6 @@
-"""Reference style renderer frame rate, per size, with per-stage times.
+"""Reference style renderer frame rate, per size and backend, with per-stage times.
 
-    python bench/reference_bench.py [--sizes 416x224 832x448] [--frames 50] [--threads 1]
+    python bench/reference_bench.py [--sizes 416x224 832x448] [--backends torch,gl] [--frames 50] [--threads 1]
                                     [--source engine|synthetic|PATH] [--device cpu] [--json out.json]
 
 The G-buffer frames are produced (engine on autopilot, the synthetic scene, or any readable sequence) and
@@ -8,6 +8,7 @@ kept in memory before timing, so only rendering is measured; frames of another s
 session, as in the studio. Each timed frame takes the next of the eight report styles, changing every
 5 frames like the report's demo. Prints the median FPS over the timed frames, the 10th percentile and the
 best frame (on a shared machine the median depends on the neighbours); --json writes the same figures.
+--threads is torch's CPU threads and llvmpipe's (LP_NUM_THREADS), so both backends get the same cores.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from prompt_presets import REPORT_STYLES, conditioning_for
-from renderer.reference import STAGES, ReferenceRenderer
+from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
 
 
@@ -41,20 +42,20 @@ def load_frames(source: str, width: int, height: int, count: int) -> list:
         return [seq.read(i % len(seq)) for i in range(count)]
 
 
-def measure(frames: list, width: int, height: int, warmup: int, device: str | None) -> dict:
-    session = ReferenceRenderer(device).open_session(width, height)
+def measure(frames: list, width: int, height: int, warmup: int, device: str | None, backend: str) -> dict:
+    session = ReferenceRenderer(device, backend=backend).open_session(width, height)
     styles = [conditioning_for(REPORT_STYLES[(i // 5) % len(REPORT_STYLES)]) for i in range(len(frames))]
     for f, c in zip(frames[:warmup], styles[:warmup]):
         session.render([f], [c])
-    totals, stages = [], {s: [] for s in STAGES}
+    totals, stages = [], {s: [] for s in session.stages}
     for f, c in zip(frames, styles):
         t0 = time.perf_counter()
         result = session.render([f], [c])
         totals.append((time.perf_counter() - t0) * 1000.0)
-        for s in STAGES:
+        for s in session.stages:
             stages[s].append(result.timings_ms[s])
     median = float(np.median(totals))
-    return {"size": f"{width}x{height}", "frames": len(frames), "device": str(session.device),
+    return {"size": f"{width}x{height}", "backend": backend, "frames": len(frames), "device": device or "auto",
             "ms_median": median, "fps_median": 1000.0 / median,
             "fps_p10": float(1000.0 / np.percentile(totals, 90)),
             "fps_best": float(1000.0 / np.min(totals)),  # what a quiet core gives; a shared machine varies
@@ -67,22 +68,25 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
     ap.add_argument("--frames", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the target is one core)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads for torch and llvmpipe (default 1)")
+    ap.add_argument("--backends", default="torch,gl", help="comma-separated: torch, gl")
     ap.add_argument("--source", default="engine", help="engine, synthetic, or a G-buffer sequence path")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    os.environ["LP_NUM_THREADS"] = str(args.threads)   # read when the GL context opens (the first gl row)
 
     results = []
-    print(f"{'size':>9} {'FPS':>6} {'p10':>6} {'best':>6} {'ms':>7}  " + " ".join(f"{s:>9}" for s in STAGES))
+    print(f"{'size':>9} {'backend':>7} {'FPS':>6} {'p10':>6} {'best':>6} {'ms':>7}  stage ms")
     for size in args.sizes:
         w, h = (int(v) for v in size.lower().split("x"))
         frames = load_frames(args.source, w, h, args.frames)
-        r = measure(frames, w, h, args.warmup, args.device)
-        results.append(r)
-        print(f"{r['size']:>9} {r['fps_median']:6.1f} {r['fps_p10']:6.1f} {r['fps_best']:6.1f} {r['ms_median']:7.1f}  "
-              + " ".join(f"{r['stage_ms_median'][s]:9.1f}" for s in STAGES))
+        for backend in args.backends.split(","):
+            r = measure(frames, w, h, args.warmup, args.device, backend)
+            results.append(r)
+            print(f"{r['size']:>9} {backend:>7} {r['fps_median']:6.1f} {r['fps_p10']:6.1f} {r['fps_best']:6.1f} "
+                  f"{r['ms_median']:7.1f}  " + " ".join(f"{s} {v:.1f}" for s, v in r["stage_ms_median"].items()))
     if args.json:
         meta = {"source": args.source, "threads": args.threads, "torch": torch.__version__,
                 "machine": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}

@@ -100,6 +100,8 @@ def main() -> int:
     parser.add_argument("--streams", default="1,2,4")
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--renderer", default="reference")
+    parser.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to the server, e.g. backend=torch for the reference renderer's torch path")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
@@ -114,7 +116,8 @@ def main() -> int:
     takes_dir = tempfile.TemporaryDirectory(prefix="alaya-bench-takes-")
     cluster = ["--cluster", args.cluster, "--workers", str(args.workers),
                "--worker-sessions", str(max(counts))] if args.cluster else []
-    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster])
+    options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
+    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster, *options])
     results = []
     try:
         for size in args.sizes.split(","):

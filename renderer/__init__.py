@@ -6,6 +6,7 @@ from gbuffer.size import Size, SizeError
 from renderer.base import Renderer, RendererError, RenderResult, RenderSession
 
 RENDERERS = ("reference", "flash")
+REFERENCE_BACKENDS = ("auto", "gl", "torch")   # the reference renderer's `backend` option (renderer/reference)
 # Each renderer's one size rule: a multiple for both sides, and why. Known without importing the backend, so
 # an offer is checked before a model loads.
 SIZE_RULES = {"reference": (1, "any size"),
@@ -37,5 +38,5 @@ def create_renderer(name: str = "reference", **options) -> Renderer:
     raise RendererError(f"unknown renderer {name!r}; choose one of {', '.join(RENDERERS)}", "--renderer")
 
 
-__all__ = ["RENDERERS", "SIZE_RULES", "Renderer", "RendererError", "RenderResult", "RenderSession", "check_size",
+__all__ = ["REFERENCE_BACKENDS", "RENDERERS", "SIZE_RULES", "Renderer", "RendererError", "RenderResult", "RenderSession", "check_size",
            "create_renderer"]

@@ -6,7 +6,9 @@ Used by `alaya-studio render` and, later, the UI's "render to MP4".
 from __future__ import annotations
 
 import json
+import queue
 import statistics
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,7 +76,7 @@ def render_to_mp4(rollout: Rollout, out_path: str | Path, *, frames: int | None,
     peak_mem: int | None = None
     last_prompt = None
     t_start = time.perf_counter()
-    with Mp4Writer(out_path, out_w, out_h, fps) as writer:
+    with Mp4Writer(out_path, out_w, out_h, fps) as writer, _EncoderThread(writer, encode_ms) as encoder:
         while frames is None or metrics.frames < frames:
             chunk = rollout.next_chunk()
             if not chunk:
@@ -92,9 +94,7 @@ def render_to_mp4(rollout: Rollout, out_path: str | Path, *, frames: int | None,
                 if prompt != last_prompt:  # where the dominant prompt changes: a segment as viewers see it
                     metrics.segments.append({"frame": rf.index, "prompt": prompt})
                     last_prompt = prompt
-                t0 = time.perf_counter()
-                writer.write(side_by_side(rf.rgb, rf.gbuffer) if sbs else rf.rgb)
-                encode_ms.append((time.perf_counter() - t0) * 1e3)
+                encoder.put(side_by_side(rf.rgb, rf.gbuffer) if sbs else rf.rgb)
                 metrics.frames += 1
                 if on_frame:
                     on_frame(rf.index)
@@ -105,6 +105,47 @@ def render_to_mp4(rollout: Rollout, out_path: str | Path, *, frames: int | None,
     metrics.peak_rss_bytes = process_peak_rss_bytes()
     metrics.peak_renderer_memory_bytes = peak_mem
     return metrics
+
+
+class _EncoderThread:
+    """Encodes on a thread of its own, so frame k is encoded while frame k+1 is read and rendered (the GL renderer
+    and the engine wait for their pixels without holding the GIL). At most `depth` frames wait; an encoder error
+    comes back on the next `put` or at the end."""
+
+    def __init__(self, writer: Mp4Writer, encode_ms: list[float], depth: int = 4):
+        self.writer, self.encode_ms = writer, encode_ms
+        self._frames: queue.Queue = queue.Queue(depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="alaya-offline-encode", daemon=True)
+
+    def __enter__(self) -> "_EncoderThread":
+        self._thread.start()
+        return self
+
+    def put(self, rgb: np.ndarray) -> None:
+        self._raise()
+        self._frames.put(rgb)
+
+    def _run(self) -> None:
+        while (rgb := self._frames.get()) is not None:
+            if self._error is not None:
+                continue              # drain: the main thread learns of the error on its next put
+            try:
+                t0 = time.perf_counter()
+                self.writer.write(rgb)
+                self.encode_ms.append((time.perf_counter() - t0) * 1e3)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self._frames.put(None)
+        self._thread.join()
+        if exc_type is None:
+            self._raise()
 
 
 def write_metrics(metrics: RenderMetrics, path: str | Path, extra: dict | None = None) -> None:

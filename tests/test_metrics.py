@@ -45,4 +45,6 @@ def test_metrics_have_histograms_of_render_time_latency_and_first_frame(studio):
     assert m["alaya_sessions_active"] == 1 and m["alaya_sessions_started_total"] >= 1
     assert m[f'alaya_session_frames_sent_total{{{ref},session="{session_id}"}}'] >= 8
     assert health["version"] == version("alaya-studio")
-    assert health["renderer_info"] == {"name": "reference", "chunk_size": 1, "device": "cpu"}
+    assert health["renderer_info"] == {"name": "reference", "chunk_size": 1, "device": "cpu", "backend": "gl",
+                                       "gl_renderer": health["renderer_info"]["gl_renderer"]}
+    assert health["renderer_info"]["gl_renderer"].startswith("llvmpipe")   # Mesa on this machine's CPU

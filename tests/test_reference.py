@@ -16,7 +16,7 @@ from prompt_presets import (
     preset_names,
 )
 from renderer import RendererError, create_renderer
-from renderer.reference import STAGES, ReferenceRenderer
+from renderer.reference import STAGES, ReferenceRenderer, ReferenceSession
 from renderer.reference.style import StyleCache, prompt_blend
 from renderer.reference.surface import SurfaceDecoder
 from renderer.reference.synthetic import synthetic_gbuffer
@@ -47,9 +47,12 @@ def _mean(img):
 def test_the_factory_builds_it_and_it_reports_every_stage(session, frame):
     r = create_renderer("reference", device="cpu")
     assert r.name == "reference" and r.describe()["device"] == "cpu"
+    assert r.describe()["backend"] == "gl"             # this machine has EGL (Mesa llvmpipe): the fast path
     result = session.render([frame, frame], [conditioning_for("polar")] * 2)
     assert result.rgb.shape == (2, H, W, 3) and result.rgb.dtype == np.uint8
-    assert tuple(result.timings_ms) == STAGES and all(v >= 0 for v in result.timings_ms.values())
+    assert tuple(result.timings_ms) == session.stages and all(v >= 0 for v in result.timings_ms.values())
+    torch_session = ReferenceRenderer("cpu", backend="torch").open_session(W, H)
+    assert tuple(torch_session.render([frame], [conditioning_for("polar")]).timings_ms) == STAGES
     assert result.peak_memory_bytes > 0
 
 
@@ -199,3 +202,74 @@ def test_report_styles_are_distinct_on_a_real_engine_frame():
 def test_asking_for_cuda_without_it_says_so():
     with pytest.raises(RendererError, match="CUDA was asked for but is not available"):
         ReferenceRenderer("cuda")
+
+
+# ---- the two backends: OpenGL (the default on a CPU) and torch ----------------------------------------------
+
+def _every_effect() -> Conditioning:
+    """One blend that switches on every effect and grading step at once."""
+    names = ("cyberpunk", "volcano", "polar", "deep_sea", "sandstorm", "infrared", "vaporwave", "autumn_warm")
+    return Conditioning(tuple(WeightedPrompt(get_preset(n).prompt, 1 / len(names), n) for n in names))
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> str:
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
+    ok = diff.mean() <= 0.5 and np.percentile(diff, 99.9) <= 6   # the golden images' tolerance
+    return "" if ok else f"mean {diff.mean():.3f}, p99.9 {np.percentile(diff, 99.9):.1f}, max {diff.max()}"
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("size, source_size", [((123, 77), (123, 77)), ((200, 120), (160, 96)), ((8, 8), (160, 96)),
+                                               ((16, 4096), (16, 4096))])   # the tallest size a studio takes
+def test_the_gl_and_torch_backends_draw_the_same_picture(size, source_size):
+    w, h = size
+    frame = synthetic_gbuffer(*source_size, t=1.7)    # a source of another size is resized the same way
+    gl = ReferenceRenderer("cpu", backend="gl").open_session(w, h)
+    ref = ReferenceRenderer("cpu", backend="torch").open_session(w, h)
+    for cond in (_every_effect(), conditioning_for("original"), conditioning_for("cyberpunk")):
+        a, b = gl.render([frame], [cond]).rgb[0], ref.render([frame], [cond]).rgb[0]
+        assert a.shape == b.shape == (h, w, 3)
+        assert not _close(a, b), _close(a, b)
+
+
+@pytest.mark.gl
+def test_gl_sessions_on_many_threads_take_turns_on_the_one_context(frame):
+    """Live sessions render from their own threads; the GL work queues on the shader's one thread, and each
+    session gets exactly its own frame."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    renderer = ReferenceRenderer("cpu", backend="gl")
+    styles = ("polar", "volcano", "cyberpunk", "infrared")
+    alone = {n: renderer.open_session(W, H).render([frame], [conditioning_for(n)]).rgb[0] for n in styles}
+
+    def run(name: str) -> list[np.ndarray]:
+        session = renderer.open_session(W, H)
+        return [session.render([frame], [conditioning_for(name)]).rgb[0] for _ in range(5)]
+
+    with ThreadPoolExecutor(len(styles)) as pool:
+        results = dict(zip(styles, pool.map(run, styles)))
+    for name, frames in results.items():
+        assert all(np.array_equal(f, alone[name]) for f in frames), name
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    ({"backend": "vulkan"}, "unknown reference backend 'vulkan'; choose one of auto, gl, torch"),
+    ({"backend": "gl", "device": "cuda"}, "CUDA was asked for|the gl backend renders with OpenGL"),
+])
+def test_bad_backends_are_renderer_errors(kwargs, msg):
+    with pytest.raises(RendererError, match=msg):
+        ReferenceRenderer(**kwargs)
+
+
+def test_without_egl_the_auto_backend_falls_back_to_torch(monkeypatch):
+    """A machine with no libEGL still renders: `auto` says why in the log and takes the torch path."""
+    from renderer.reference import gl
+
+    def no_context(cls):
+        raise gl.GLUnavailable("cannot open a headless OpenGL context (EGL): libEGL.so.1 not found", "renderer")
+
+    monkeypatch.setattr(gl.StyleShader, "shared", classmethod(no_context))
+    r = ReferenceRenderer("cpu")
+    assert r.backend == "torch" and isinstance(r.open_session(W, H), ReferenceSession)
+    with pytest.raises(RendererError, match="libEGL.so.1 not found"):
+        ReferenceRenderer("cpu", backend="gl")

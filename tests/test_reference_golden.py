@@ -1,9 +1,10 @@
 """The reference renderer's look, pinned: every preset (and one mid-transition blend) rendered on the synthetic
-G-buffer must stay within a small tolerance of the golden image in tests/golden/reference/. A speed-up that
-changes the math (fused kernels, reduced-resolution effects, a GLSL port) has to keep these.
+G-buffer must stay within a small tolerance of the golden image in tests/golden/reference/, on both backends:
+the OpenGL one (renderer/reference/gl.py, the default on a CPU) and torch. A speed-up that changes the math has
+to keep these.
 
 After an intended change of look, regenerate and review the pictures:
-    ALAYA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_reference_golden.py
+    ALAYA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_reference_golden.py -k torch
 """
 
 from __future__ import annotations
@@ -32,17 +33,17 @@ def looks() -> dict[str, Conditioning]:
     return out
 
 
-@pytest.fixture(scope="module")
-def rendered() -> dict[str, np.ndarray]:
-    session = ReferenceRenderer("cpu").open_session(W, H)
+@pytest.fixture(scope="module", params=["torch", pytest.param("gl", marks=pytest.mark.gl)])
+def rendered(request) -> dict[str, np.ndarray]:
+    session = ReferenceRenderer("cpu", backend=request.param).open_session(W, H)
     frame = synthetic_gbuffer(W, H, t=0.5)
     return {name: session.render([frame], [cond]).rgb[0] for name, cond in looks().items()}
 
 
 @pytest.mark.parametrize("name", list(looks()))
-def test_each_look_matches_its_golden_image(rendered, name):
+def test_each_look_matches_its_golden_image(rendered, name, request):
     path = GOLDEN / f"{name}.png"
-    if UPDATE:
+    if UPDATE and "torch" in request.node.callspec.id:   # the torch path draws the golden set
         GOLDEN.mkdir(parents=True, exist_ok=True)
         Image.fromarray(rendered[name]).save(path, optimize=True)
     assert path.is_file(), f"no golden image for {name}: regenerate with ALAYA_UPDATE_GOLDEN=1"

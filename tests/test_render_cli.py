@@ -58,6 +58,18 @@ def test_render_demo_with_a_prompt_and_side_by_side(tmp_path):
     assert not (tmp_path / "p.mp4.part").exists()
 
 
+@pytest.mark.parametrize("backend", ["gl", "torch"])
+def test_render_runs_either_reference_backend(tmp_path, backend):
+    out = tmp_path / f"{backend}.mp4"
+    assert main(["render", "demo", "--prompt", "volcano", "--frames", "6", "--size", "96x64", "-o", str(out),
+                 "--renderer-option", f"backend={backend}", "--no-progress",
+                 "--metrics", str(tmp_path / "m.json")]) == 0
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    stages = {"gl": {"upload", "shade", "post", "readback"},
+              "torch": {"decode", "lighting", "style", "post", "to_uint8"}}
+    assert set(metrics["stage_ms_median"]) - {"total"} == stages[backend] and len(read_mp4_frames(out)) == 6
+
+
 @pytest.mark.parametrize("argv, message", [
     (["render", "nope.npy", "--prompt", "polar", "-o", "{tmp}/x.mp4"], "nope.npy"),
     (["render", "demo", "--prompt", "polar", "--frames", "0", "-o", "{tmp}/x.mp4"], "--frames"),
@@ -66,6 +78,10 @@ def test_render_demo_with_a_prompt_and_side_by_side(tmp_path):
     (["render", "demo", "--schedule", "{tmp}/missing.json", "-o", "{tmp}/x.mp4"], "missing.json"),
     (["render", "demo", "--prompt", "polar", "--frames", "2", "-o", "{tmp}/no/such/dir/x.mp4"], "does not exist"),
     (["render", "demo", "--prompt", "   ", "--frames", "2", "-o", "{tmp}/x.mp4"], "empty"),
+    (["render", "demo", "--prompt", "polar", "--renderer-option", "backend=vulkan", "-o", "{tmp}/x.mp4"],
+     "--renderer-option: backend=vulkan is not one of auto, gl, torch"),
+    (["render", "demo", "--prompt", "polar", "--renderer-option", "num_steps=2", "-o", "{tmp}/x.mp4"],
+     "the reference renderer takes only backend=..., not 'num_steps'"),
 ])
 def test_bad_render_arguments_give_one_line_errors(tmp_path, capsys, argv, message):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

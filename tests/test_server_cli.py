@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
     (["serve", "--workers", "0"], "--workers: 0 must be at least 1"),
     (["serve", "--batch-sessions", "5", "--max-batch", "0"], "--max-batch: 0 must be at least 1"),
     (["serve", "--take-min-free-mb", "-1"], "--take-min-free-mb: -1 must be 0 or more megabytes"),
+    (["serve", "--renderer-option", "backend=cuda"], "--renderer-option: backend=cuda is not one of auto, gl, torch"),
     (["engine", "--connect", "http://x"], "--connect: 'http://x' is not a ws:// or wss:// URL"),
     (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--size", "9"], "--size"),
     (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--fps", "0"], "--fps"),
@@ -37,6 +38,11 @@ def test_bad_flags_print_one_error_line_and_exit_2(capsys, argv, match):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and match in err and "\n" not in err
+
+
+def test_the_reference_backend_reaches_the_server_settings():
+    args = build_parser().parse_args(["serve", "--renderer-option", "backend=torch"])
+    assert settings_from_args(args).renderer_options == {"backend": "torch"}
 
 
 def test_exposing_the_studio_warns_and_requires_a_token():

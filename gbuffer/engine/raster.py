@@ -22,6 +22,7 @@ from gbuffer.engine.camera import perspective
 from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, build_world_mesh
 from gbuffer.engine.world import World
 from gbuffer.frame import NUM_CHANNELS, GBufferError
+from gbuffer.gl_finish import gil_free_finish
 
 FOV_Y_DEG = 55.0
 SKY_ALBEDO = (0.55, 0.72, 0.92)
@@ -70,6 +71,7 @@ class GBufferRaster:
             raise GLUnavailableError(f"cannot open a headless OpenGL context (EGL): {reason}; install Mesa "
                                      f"(libegl1 libgl1-mesa-dri) or an NVIDIA driver", "engine") from None
         ctx = self.ctx
+        self._finish = gil_free_finish(ctx.finish)
         self.program = ctx.program(vertex_shader=shaders.VERTEX, fragment_shader=shaders.fragment_source(beauty))
         if isinstance(scene, World):
             world_mesh, self._sectors = build_world_mesh(scene)
@@ -180,6 +182,7 @@ class GBufferRaster:
         self._sky_vao.render(moderngl.TRIANGLES, vertices=3)
         if out is None:
             out = np.empty((NUM_CHANNELS, self.height, self.width, 3), np.uint8)
+        self._finish()   # the drawing happens here, with the GIL free; the reads below are copies
         for i in range(NUM_CHANNELS):
             self.fbo.read_into(out[i], attachment=i, components=3, alignment=1)
         return out

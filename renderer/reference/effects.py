@@ -14,7 +14,7 @@ from renderer.reference.surface import Surface, dot, srgb_to_linear
 
 _SNOW_ALBEDO = (0.8, 0.85, 0.92)
 # Ironbow thermal palette, cold → hot, sRGB.
-_IRONBOW = ((0.0, 0.0, 0.02), (0.12, 0.02, 0.35), (0.45, 0.02, 0.55), (0.8, 0.1, 0.35),
+IRONBOW = ((0.0, 0.0, 0.02), (0.12, 0.02, 0.35), (0.45, 0.02, 0.55), (0.8, 0.1, 0.35),
             (0.95, 0.35, 0.05), (1.0, 0.65, 0.0), (1.0, 0.9, 0.3), (1.0, 1.0, 0.9))
 
 
@@ -113,7 +113,7 @@ def infrared(s: Surface, style: Style, radiance: torch.Tensor, metallic: torch.T
     lit = luminance(radiance)
     heat = 0.75 * lit / (lit + 0.25) + 0.45 * metallic + 0.45 * s.log_depth - 0.3
     heat = torch.where(s.sky, 0.04 * (1.0 + s.view[1:2]), heat).clamp(0.0, 1.0)
-    thermal = _palette(heat, _IRONBOW) * 1.2
+    thermal = _palette(heat, IRONBOW) * 1.2
     return radiance + (thermal - radiance) * style.infrared
 
 

@@ -11,7 +11,8 @@ from renderer.reference.style import Style
 from renderer.reference.surface import linear_to_srgb
 
 
-def _gaussian(sigma: float, device: torch.device) -> torch.Tensor:
+def gaussian_kernel(sigma: float, device: torch.device | None = None) -> torch.Tensor:
+    """The normalised 1-D Gaussian of `_blur` (radius 2.5 sigma)."""
     radius = max(1, int(round(2.5 * sigma)))
     x = torch.arange(-radius, radius + 1, dtype=torch.float32, device=device)
     k = torch.exp(-0.5 * (x / sigma) ** 2)
@@ -20,7 +21,7 @@ def _gaussian(sigma: float, device: torch.device) -> torch.Tensor:
 
 def _blur(img: torch.Tensor, sigma: float) -> torch.Tensor:
     """Separable Gaussian blur of (C, h, w), per channel, edges replicated."""
-    k = _gaussian(sigma, img.device)
+    k = gaussian_kernel(sigma, img.device)
     c, r = img.shape[0], (k.numel() - 1) // 2
     x = F.pad(img[None], (r, r, 0, 0), mode="replicate")
     x = F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)

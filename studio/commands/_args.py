@@ -24,3 +24,14 @@ def parse_renderer_options(items: list[str] | None, where: str = "--renderer-opt
         except ValueError:
             options[key.strip()] = value
     return options
+
+
+def check_reference_options(options: dict, where: str = "--renderer-option") -> None:
+    """The reference renderer takes one setting, backend=auto|gl|torch; anything else is a one-line error."""
+    from renderer import REFERENCE_BACKENDS
+
+    for key, value in options.items():
+        if key != "backend":
+            raise ArgumentError(f"the reference renderer takes only backend=..., not {key!r}", where)
+        if value not in REFERENCE_BACKENDS:
+            raise ArgumentError(f"backend={value} is not one of {', '.join(REFERENCE_BACKENDS)}", where)

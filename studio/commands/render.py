@@ -24,7 +24,8 @@ def register(sub) -> None:
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cuda when available)")
     p.add_argument("--renderer-option", action="append", metavar="KEY=VALUE",
                    help="renderer setting, repeatable (flash: num_steps=2, sampler_update=renoise, sigma_max=0.999, "
-                        "timestep_shift=5, trim_startup_frames=true, gbuffer_input_range=-1..1, ...)")
+                        "timestep_shift=5, trim_startup_frames=true, gbuffer_input_range=-1..1, ...; reference: "
+                        "backend=auto|gl|torch)")
     p.add_argument("--frames", type=int, help=f"frames to render (default: the whole sequence; "
                                               f"for 'demo' the schedule length or {DEFAULT_LIVE_FRAMES})")
     p.add_argument("--size", help="render size WxH (default: the input's; 416x224 for 'demo'; a take's own)")
@@ -39,7 +40,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from renderer import create_renderer
     from gbuffer.size import Size
-    from studio.commands._args import parse_renderer_options
+    from studio.commands._args import check_reference_options, parse_renderer_options
     from studio.offline import render_to_mp4, write_metrics
     from studio.rollout import Rollout
     from studio.schedule import Schedule, load_schedule
@@ -72,8 +73,8 @@ def run(args) -> int:
     args.renderer = args.renderer or "reference"
     args.seed = 0 if args.seed is None else args.seed
     options = parse_renderer_options(args.renderer_option)
-    if options and args.renderer != "flash":
-        raise UserError("only the flash renderer takes settings", "--renderer-option")
+    if args.renderer == "reference":
+        check_reference_options(options)
     if args.device:
         options["device"] = args.device
     if args.weights:

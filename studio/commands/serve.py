@@ -27,7 +27,8 @@ def register(sub) -> None:
                         "for all); a late session's chunk is waited for at most WAIT_MS (default 10)")
     p.add_argument("--max-batch", type=int, default=4, help="most sessions in one pass (with --batch-sessions)")
     p.add_argument("--renderer-option", action="append", metavar="KEY=VALUE",
-                   help="setting of the default renderer, repeatable (flash: num_steps=2, sampler_update=renoise, ...)")
+                   help="setting of the default renderer, repeatable (flash: num_steps=2, sampler_update=renoise, "
+                        "...; reference: backend=auto|gl|torch)")
     p.add_argument("--token", help="token engine feeds must present (generated when --host is not loopback)")
     p.add_argument("--data-dir", type=Path, help="folder of recorded sequences visitors may pick as a source")
     p.add_argument("--size", default="416x224", help="default session size WxH")
@@ -53,7 +54,7 @@ def register(sub) -> None:
 
 def settings_from_args(args):
     from gbuffer.size import Size
-    from studio.commands._args import parse_renderer_options
+    from studio.commands._args import check_reference_options, parse_renderer_options
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
@@ -86,8 +87,8 @@ def settings_from_args(args):
     if not 0 <= args.take_min_free_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.take_min_free_mb:g} must be 0 or more megabytes", "--take-min-free-mb")
     options = parse_renderer_options(args.renderer_option)
-    if options and args.renderer != "flash":
-        raise UserError("only the flash renderer takes settings", "--renderer-option")
+    if args.renderer == "reference":
+        check_reference_options(options)
     if args.renderer == "flash":
         from alaya_errors import validate
         from renderer.flash.settings import FlashSettings
