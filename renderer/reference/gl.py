@@ -17,6 +17,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 
+import moderngl
 import numpy as np
 import torch
 
@@ -68,6 +69,8 @@ class _SizeTargets:
         t = self._targets.get(name)
         if t is None:
             texture = self._ctx.texture(size, 4, dtype=dtype)
+            texture.filter = (moderngl.LINEAR, moderngl.LINEAR)   # for gl_shaders.upsample; texelFetch ignores it
+            texture.repeat_x = texture.repeat_y = False
             t = self._targets[name] = _Target(texture, self._ctx.framebuffer(color_attachments=[texture]), size)
         return t
 
@@ -104,8 +107,6 @@ class StyleShader:
     # ---- on the GL thread ----------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        import moderngl
-
         try:
             self.ctx = moderngl.create_context(standalone=True, backend="egl")
         except Exception as exc:  # noqa: BLE001 - no libEGL / no driver: one line, and the torch path takes over
@@ -178,7 +179,7 @@ class StyleShader:
         ao = self._box(t, ao_small, "ao", radius=max(1, height // 80))
         radiance = t.target("radiance", full)
         inputs = {"prep": prep.texture, "lava_local": lava_local.texture, "ao_near": ao.texture}
-        self._draw("SHADE", radiance, inputs, looks, size=full, ao_size=quarter, tan_half=tan_half,
+        self._draw("SHADE", radiance, inputs, looks, size=full, tan_half=tan_half,
                    time_s=float(time_s), **values)
         self._wait()
         clock.lap("shade")
@@ -194,10 +195,10 @@ class StyleShader:
             small_blurred, tiny_blurred = self._blur(t, small, "bloom_small"), self._blur(t, tiny, "bloom_tiny")
             glow = t.target("bloom_glow", quarter)
             self._draw("GLOW", glow, {"src": small_blurred.texture, "aux": tiny_blurred.texture},
-                       size=quarter, aux_size=sixteenth)
+                       size=quarter)
         out = t.target("out", full, dtype="f1")
         self._draw("FINISH", out, {"src": radiance.texture, "aux": glow.texture}, grading,
-                   size=full, aux_size=quarter, **values)
+                   size=full, **values)
         self._wait()
         clock.lap("post")
         rgb = np.frombuffer(out.fbo.read(components=3, alignment=1), np.uint8).reshape(height, width, 3)
@@ -222,8 +223,6 @@ class StyleShader:
 
     def render(self, data: np.ndarray, style: Style, time_s: float) -> tuple[np.ndarray, dict[str, float]]:
         """uint8 (5, H, W, 3) G-buffer → uint8 (H, W, 3) RGB and the stage times (ms) of the GL thread."""
-        import moderngl
-
         try:
             return self._thread.submit(self._render, np.ascontiguousarray(data, np.uint8), style, time_s).result()
         except moderngl.Error as exc:   # e.g. a size beyond the driver's texture limit

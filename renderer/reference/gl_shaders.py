@@ -40,16 +40,10 @@ float luminance(vec3 c) { return 0.2126 * c.r + 0.7152 * c.g + 0.0722 * c.b; }
 
 vec4 fetch(sampler2D tex, ivec2 p) { return texelFetch(tex, p, 0); }
 
-// F.interpolate(mode="bilinear", align_corners=False) from a (src) texture to `size`, at output pixel p
-vec4 upsample(sampler2D tex, ivec2 src, ivec2 p) {
-    vec2 f = max(vec2(src) / vec2(size) * (vec2(p) + 0.5) - 0.5, 0.0);
-    ivec2 i0 = ivec2(f);
-    ivec2 i1 = min(i0 + 1, src - 1);
-    vec2 w = f - vec2(i0);
-    vec4 top = mix(fetch(tex, i0), fetch(tex, ivec2(i1.x, i0.y)), w.x);
-    vec4 bottom = mix(fetch(tex, ivec2(i0.x, i1.y)), fetch(tex, i1), w.x);
-    return mix(top, bottom, w.y);
-}
+// F.interpolate(mode="bilinear", align_corners=False) of a smaller texture to `size`, at output pixel p. The
+// texture's own bilinear filter, sampled at the pixel's centre with edges clamped, is that rule exactly (the
+// renderer sets LINEAR and clamp-to-edge on every pass target), in one fetch instead of four.
+vec4 upsample(sampler2D tex, ivec2 p) { return texture(tex, (vec2(p) + 0.5) / vec2(size)); }
 """
 
 _SURFACE = """
@@ -208,12 +202,11 @@ void main() {
 GLOW = """
 uniform sampler2D src;           // blurred 1/4 level
 uniform sampler2D aux;           // blurred 1/16 level
-uniform ivec2 aux_size;
 out vec4 result;
 
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    result = fetch(src, p) + upsample(aux, aux_size, p);
+    result = fetch(src, p) + upsample(aux, p);
 }
 """
 
@@ -222,7 +215,6 @@ SHADE = """
 uniform sampler2D prep;          // PREP's result
 uniform sampler2D lava_local;    // PREP.y box-averaged 9x9 (with lava)
 uniform sampler2D ao_near;       // the stored log depth pooled to 1/4 and box-averaged (ambient occlusion)
-uniform ivec2 ao_size;
 uniform float time_s;
 
 uniform vec3 sun_color; uniform float sun_intensity; uniform vec3 sun_direction;
@@ -237,7 +229,7 @@ uniform float infrared; uniform vec3 ironbow[8];   // effects.IRONBOW, linear
 out vec4 result;
 
 float ambient_occlusion(Surface s, ivec2 p) {      // lighting.ambient_occlusion
-    float near = upsample(ao_near, ao_size, p).r;
+    float near = upsample(ao_near, p).r;
     return 1.0 - clamp((near - s.log_depth) * 12.0, 0.0, 0.6);
 }
 
@@ -378,7 +370,6 @@ void main() {
 FINISH = """
 uniform sampler2D src;           // radiance
 uniform sampler2D aux;           // the bloom glow at 1/4
-uniform ivec2 aux_size;
 uniform float bloom; uniform float exposure;
 uniform vec3 tint; uniform vec3 lift; uniform vec3 gamma; uniform vec3 gain;
 uniform float contrast; uniform float saturation;
@@ -399,7 +390,7 @@ void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
     vec3 r = fetch(src, p).rgb;
 #ifdef BLOOM
-    r += upsample(aux, aux_size, p).rgb * bloom;
+    r += upsample(aux, p).rgb * bloom;
 #endif
     vec3 x = max(r, 0.0) * exposure;   // post.tonemap
     vec3 display = clamp((x * (2.51 * x + 0.03)) / (x * (2.43 * x + 0.59) + 0.14), 0.0, 1.0);
