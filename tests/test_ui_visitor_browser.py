@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, open_studio, page, server,  # noqa: F401
-                             server_schedule, status, wait_until)
+                             server_schedule, sessions_end_with_the_block, status, wait_until)
 from studio.schedule import Schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
@@ -176,31 +176,32 @@ def test_the_drive_hint_changes_while_driving(page):
 
 def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser, server):
     """Every request that is not to the studio is aborted; /player plays with no click."""
-    context = browser.new_context()
-    outside, errors = [], []
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
-                  else (outside.append(route.request.url), route.abort()))
-    try:
-        for path, ready in [(f"/?size={SIZE}", "window.alayaStudio?.lastStatus && "
-                             "document.querySelectorAll('.alaya-tile img').length >= 8"),
-                            ("/player", "document.getElementById('video').currentTime > 0.5"),
-                            ("/docs", "document.querySelectorAll('.swagger-ui .opblock').length > 5")]:
-            page = context.new_page()
-            page.on("pageerror", lambda exc, path=path: errors.append(f"{path}: {exc}"))
-            page.goto(server.url + path)
-            try:
-                page.wait_for_function(ready, timeout=90_000)
-            except Exception as exc:
-                raise AssertionError(f"{path} did not render: {errors} {outside}") from exc
-            icon = page.evaluate("document.querySelector('link[rel~=icon]')?.href")
-            assert icon, f"{path} links no favicon"
-            res = page.request.get(icon)
-            assert res.ok and res.headers["content-type"].startswith("image/"), (path, icon, res.status)
-            page.close()
-    finally:
-        context.close()
-    assert not errors
-    assert not outside, outside
+    with sessions_end_with_the_block(server):   # the next test finds their slots free
+        context = browser.new_context()
+        outside, errors = [], []
+        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
+                      else (outside.append(route.request.url), route.abort()))
+        try:
+            for path, ready in [(f"/?size={SIZE}", "window.alayaStudio?.lastStatus && "
+                                 "document.querySelectorAll('.alaya-tile img').length >= 8"),
+                                ("/player", "document.getElementById('video').currentTime > 0.5"),
+                                ("/docs", "document.querySelectorAll('.swagger-ui .opblock').length > 5")]:
+                page = context.new_page()
+                page.on("pageerror", lambda exc, path=path: errors.append(f"{path}: {exc}"))
+                page.goto(server.url + path)
+                try:
+                    page.wait_for_function(ready, timeout=90_000)
+                except Exception as exc:
+                    raise AssertionError(f"{path} did not render: {errors} {outside}") from exc
+                icon = page.evaluate("document.querySelector('link[rel~=icon]')?.href")
+                assert icon, f"{path} links no favicon"
+                res = page.request.get(icon)
+                assert res.ok and res.headers["content-type"].startswith("image/"), (path, icon, res.status)
+                page.close()
+        finally:
+            context.close()
+        assert not errors
+        assert not outside, outside
 
 
 def record_statuses(page) -> None:
@@ -222,26 +223,27 @@ def play_upload(page, path) -> None:
 
 
 def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, server, tmp_path):
-    path = tmp_path / "clip16.npy"
-    np.save(path, np.random.default_rng(4).integers(0, 256, (16, 5, 32, 48, 3), dtype=np.uint8))
-    page = open_studio(browser, server)
-    try:
-        play_upload(page, path)
-        record_statuses(page)
-        page.fill("#alaya-transition", "0")
-        page.click(".alaya-tile[data-preset=volcano]")
-        wait_until(lambda: recent_labels(page, 40) == {"volcano"}, 90,       # two and a half passes
-                   lambda: f"the loop still mixes styles: {page.evaluate('window.alayaStudio.seen.slice(-40)')}")
-        page.fill("#alaya-transition", "16")                                  # as long as the loop itself
-        page.click(".alaya-tile[data-preset=polar]")
-        wait_until(lambda: recent_labels(page, 40) == {"polar"}, 120,
-                   lambda: f"the transition never completed: {page.evaluate('window.alayaStudio.seen.slice(-20)')}")
-        assert [s["prompts"] for s in server_schedule(server, page)["segments"]] == [[{"preset": "polar", "weight": 1.0}]]
-        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 1, 20,
-                   "the timeline does not show the loop's one style")
-        assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
-    finally:
-        page.close()
+    with sessions_end_with_the_block(server):   # the next test finds their slots free
+        path = tmp_path / "clip16.npy"
+        np.save(path, np.random.default_rng(4).integers(0, 256, (16, 5, 32, 48, 3), dtype=np.uint8))
+        page = open_studio(browser, server)
+        try:
+            play_upload(page, path)
+            record_statuses(page)
+            page.fill("#alaya-transition", "0")
+            page.click(".alaya-tile[data-preset=volcano]")
+            wait_until(lambda: recent_labels(page, 40) == {"volcano"}, 90,       # two and a half passes
+                       lambda: f"the loop still mixes styles: {page.evaluate('window.alayaStudio.seen.slice(-40)')}")
+            page.fill("#alaya-transition", "16")                                  # as long as the loop itself
+            page.click(".alaya-tile[data-preset=polar]")
+            wait_until(lambda: recent_labels(page, 40) == {"polar"}, 120,
+                       lambda: f"the transition never completed: {page.evaluate('window.alayaStudio.seen.slice(-20)')}")
+            assert [s["prompts"] for s in server_schedule(server, page)["segments"]] == [[{"preset": "polar", "weight": 1.0}]]
+            wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 1, 20,
+                       "the timeline does not show the loop's one style")
+            assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
+        finally:
+            page.close()
 
 
 def switch_in_turn(page, messages: list[dict]) -> None:
@@ -305,50 +307,52 @@ def test_dragging_a_block_pushes_the_blocks_after_it(page, server):
 
 
 def test_loop_on_the_live_engine_explains_itself_and_a_new_source_starts_its_own_timeline(browser, server, tmp_path):
-    page = open_studio(browser, server)
-    try:
-        page.click("#alaya-loop")
-        wait_until(lambda: "does not loop" in message(page), 10, lambda: f"L said nothing: {message(page)!r}")
-        assert not page.evaluate("window.alayaStudio.timeline.doc.loop")
-        assert not server_schedule(server, page).get("loop")
-        page.click("#tl-eight")                                    # a timeline the visitor built: L loops it
-        wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
-        page.click("#alaya-loop")
-        wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the built timeline")
+    with sessions_end_with_the_block(server):   # the next test finds their slots free
+        page = open_studio(browser, server)
+        try:
+            page.click("#alaya-loop")
+            wait_until(lambda: "does not loop" in message(page), 10, lambda: f"L said nothing: {message(page)!r}")
+            assert not page.evaluate("window.alayaStudio.timeline.doc.loop")
+            assert not server_schedule(server, page).get("loop")
+            page.click("#tl-eight")                                    # a timeline the visitor built: L loops it
+            wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
+            page.click("#alaya-loop")
+            wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the built timeline")
 
-        path = tmp_path / "clip12.npy"
-        np.save(path, np.random.default_rng(6).integers(0, 256, (12, 5, 32, 48, 3), dtype=np.uint8))
-        play_upload(page, path)
-        schedule = server_schedule(server, page)
-        assert len(schedule["segments"]) == 1 and not schedule.get("loop") and "length" not in schedule, schedule
-        page.click("#tl-undo")                                     # the old timeline is one Undo away
-        assert page.evaluate("window.alayaStudio.timeline.doc.length") == 637
-    finally:
-        page.close()
+            path = tmp_path / "clip12.npy"
+            np.save(path, np.random.default_rng(6).integers(0, 256, (12, 5, 32, 48, 3), dtype=np.uint8))
+            play_upload(page, path)
+            schedule = server_schedule(server, page)
+            assert len(schedule["segments"]) == 1 and not schedule.get("loop") and "length" not in schedule, schedule
+            page.click("#tl-undo")                                     # the old timeline is one Undo away
+            assert page.evaluate("window.alayaStudio.timeline.doc.length") == 637
+        finally:
+            page.close()
 
 
 def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, server, tmp_path):
-    page = open_studio(browser, server)
-    playhead_in_view = """() => { const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
-        const x = ph.getBoundingClientRect().left - tl.getBoundingClientRect().left;
-        return x >= 0 && x <= tl.clientWidth - 1; }"""
-    try:
-        page.click("#tl-eight")
-        wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "no eight worlds")
-        past_the_end = page.evaluate(f"""() => {{ window.alayaStudio.timeline.setPlayhead(700);
-            return ({playhead_in_view})(); }}""")
-        assert past_the_end, "the playhead left the view past the schedule's end"
+    with sessions_end_with_the_block(server):   # the next test finds their slots free
+        page = open_studio(browser, server)
+        playhead_in_view = """() => { const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
+            const x = ph.getBoundingClientRect().left - tl.getBoundingClientRect().left;
+            return x >= 0 && x <= tl.clientWidth - 1; }"""
+        try:
+            page.click("#tl-eight")
+            wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.length") == 637, 20, "no eight worlds")
+            past_the_end = page.evaluate(f"""() => {{ window.alayaStudio.timeline.setPlayhead(700);
+                return ({playhead_in_view})(); }}""")
+            assert past_the_end, "the playhead left the view past the schedule's end"
 
-        path = tmp_path / "half_second.npy"
-        np.save(path, np.random.default_rng(7).integers(0, 256, (15, 5, 32, 48, 3), dtype=np.uint8))
-        play_upload(page, path)
-        assert page.evaluate("window.alayaStudio.timeline.viewFrames") == 15, page.evaluate(
-            "(() => { const t = window.alayaStudio.timeline; return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
-        page.wait_for_function(f"""() => window.alayaStudio.lastStatus?.frame > 7 && ({playhead_in_view})()
-            && document.querySelector('#tl-playhead').getBoundingClientRect().left -
-               document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
-    finally:
-        page.close()
+            path = tmp_path / "half_second.npy"
+            np.save(path, np.random.default_rng(7).integers(0, 256, (15, 5, 32, 48, 3), dtype=np.uint8))
+            play_upload(page, path)
+            assert page.evaluate("window.alayaStudio.timeline.viewFrames") == 15, page.evaluate(
+                "(() => { const t = window.alayaStudio.timeline; return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
+            page.wait_for_function(f"""() => window.alayaStudio.lastStatus?.frame > 7 && ({playhead_in_view})()
+                && document.querySelector('#tl-playhead').getBoundingClientRect().left -
+                   document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
+        finally:
+            page.close()
 
 
 SERVE_COLD = """

@@ -27,6 +27,21 @@ def wait_until(predicate, timeout: float, what):
     raise AssertionError(f"timed out after {timeout:g} s: {what() if callable(what) else what}")
 
 
+def live_sessions(server) -> set[str]:
+    return {s["session_id"] for s in httpx.get(f"{server.url}/api/sessions", timeout=60).json()}
+
+
+@contextmanager
+def sessions_end_with_the_block(server, timeout: float = 120):
+    """The pages a block opens (and closes) leave no session behind it. A closed tab's session ends when the
+    studio notices its peer is gone, which takes longer on a loaded machine; the tests of a module share one
+    studio with a session cap, so the next test must not find those slots still taken."""
+    before = live_sessions(server)
+    yield
+    wait_until(lambda: not live_sessions(server) - before, timeout,
+               lambda: f"sessions still open after their pages closed: {sorted(live_sessions(server) - before)}")
+
+
 def frames_decoded(page) -> int:
     return page.evaluate("document.querySelector('#alaya-video')?.getVideoPlaybackQuality().totalVideoFrames || 0")
 
