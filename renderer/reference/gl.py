@@ -4,7 +4,7 @@ pass reads and writes each pixel once instead of once per torch operation.
 
 One GL context serves the whole process, on a thread of its own: every GL call runs there, so the context is
 never current on two threads, and sessions on many threads (live sessions, the batch thread, offline renders)
-simply queue for it. Programs compile once. The intermediate textures are kept per frame size, for a few
+simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame size, for a few
 sizes, and are shared by the sessions of that size, which take turns on the one thread anyway.
 """
 
@@ -34,6 +34,7 @@ from renderer.timing import StageClock
 GL_STAGES = ("upload", "shade", "post", "readback")
 _CPU = torch.device("cpu")        # the stage clock's device: GL work is waited for in `_wait`, not by torch
 BLOOM_SIGMA = 1.5                # post.bloom's blur
+_TAN_HALF_FOV = math.tan(math.radians(VERTICAL_FOV_DEG) / 2)   # SurfaceDecoder's camera rays
 SIZES_KEPT = 4                   # frame sizes whose textures stay allocated
 # Units the samplers read from; every program binds its samplers to these once.
 _UNITS = {"gbuf": 0, "src": 2, "aux": 3, "prep": 4, "lava_local": 5, "ao_near": 6}
@@ -148,10 +149,10 @@ class StyleShader:
               **uniforms) -> None:
         """One pass: pass `name` (with `features`) reads `inputs` (sampler → texture) and fills `out`."""
         prog, vao = self._program(name, features)
-        for name, texture in inputs.items():
-            texture.use(_UNITS[name])
-        for name, value in uniforms.items():
-            member = prog.get(name, None)     # a uniform the pass does not use is compiled out
+        for sampler, texture in inputs.items():
+            texture.use(_UNITS[sampler])
+        for uniform, value in uniforms.items():
+            member = prog.get(uniform, None)  # a uniform the pass does not use is compiled out
             if member is not None:
                 member.value = value
         out.fbo.use()
@@ -167,11 +168,10 @@ class StyleShader:
         values = _style_uniforms(style)
         looks, grading = style_features(style)
         full, quarter, sixteenth = t.size, t.quarter, t.sixteenth
-        tan_half = math.tan(math.radians(VERTICAL_FOV_DEG) / 2)
 
         prep = lava_local = t.target("prep", full)
         if "LAVA" in looks or "NEON" in looks:
-            self._draw("PREP", prep, {}, looks, size=full, tan_half=tan_half, **values)
+            self._draw("PREP", prep, {}, looks, size=full, tan_half=_TAN_HALF_FOV, **values)
         if "LAVA" in looks:      # effects.lava_glow's 9x9 local mean
             lava_local = self._box(t, prep, "lava", radius=4)
         ao_small = t.target("ao_small", quarter)  # lighting.ambient_occlusion: the stored depth at 1/4, averaged
@@ -179,7 +179,7 @@ class StyleShader:
         ao = self._box(t, ao_small, "ao", radius=max(1, height // 80))
         radiance = t.target("radiance", full)
         inputs = {"prep": prep.texture, "lava_local": lava_local.texture, "ao_near": ao.texture}
-        self._draw("SHADE", radiance, inputs, looks, size=full, tan_half=tan_half,
+        self._draw("SHADE", radiance, inputs, looks, size=full, tan_half=_TAN_HALF_FOV,
                    time_s=float(time_s), **values)
         self._wait()
         clock.lap("shade")

@@ -111,8 +111,6 @@ Material styled_material(Surface s) {   // effects.apply_snow (when the style ha
 # What the neighbourhood passes need, per pixel, for the styles that have neon or lava: x the neon edge strength
 # before widening (effects.neon_edges), y the luminance of the styled albedo (effects.lava_glow's local mean).
 PREP = """
-uniform float edge_glow;
-uniform float lava;
 out vec4 result;
 
 float edge_strength(ivec2 p) {   // replicate padding: neighbours clamped into the image
