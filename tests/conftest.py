@@ -14,6 +14,9 @@ settings.register_profile("suite", derandomize=True, database=None)
 settings.register_profile("hunt", derandomize=False, database=None)
 settings.load_profile("hunt" if os.environ.get("FUZZ_SCALE") or os.environ.get("HYPOTHESIS_RANDOM") else "suite")
 
+# A native crash prints every thread's Python stack even after a library took over the fatal signals.
+pytest_plugins = ["tests.helpers.crash_report"]
+
 # Headless GL on CPU: Mesa llvmpipe through EGL.
 os.environ.setdefault("EGL_PLATFORM", "surfaceless")
 
