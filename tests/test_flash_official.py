@@ -17,9 +17,10 @@ from torch import nn
 
 from renderer import RendererError, create_renderer
 from renderer.flash import checkpoint
-from renderer.flash.config import TINY, FlashConfig
+from renderer.flash.config import TINY, FlashConfig, get_config
 from renderer.flash.decoder import DecoderStream, TinyDecoder
-from renderer.flash.gbuffer_encoder import GBufferEncoder
+from renderer.flash.families import match_family, state_shapes
+from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
 from renderer.flash.history import LatentHistory
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.probe import edge_overlap
@@ -278,6 +279,24 @@ def test_encoder_input_range_is_a_setting():
     assert r.pipeline.gbuffer_encoder.input_range == "-1..1" and r.describe()["gbuffer_input_range"] == "-1..1"
     with pytest.raises(RendererError, match="^gbuffer_input_range: Input should be '0..1' or '-1..1'"):
         create_renderer("flash", gbuffer_input_range="0..255")
+
+
+def test_a_grouped_encoder_that_steps_in_its_stem_loads_as_the_one_that_was_trained():
+    """nano's encoder steps 2x in its stem instead of its third stage: the same layer indices and shapes, so only
+    the biases tell the loader which convs step. The rebuilt encoder must be the trained one, output for output."""
+    frames = torch.rand(1, 8, 5, 3, 32, 48)
+    for stem in (1, 2):
+        torch.manual_seed(stem)
+        enc = GBufferEncoder.grouped(4, stem_stride=stem)
+        family, rebuilt = match_family(ENCODER_FAMILIES, state_shapes(enc))
+        rebuilt.load_state_dict(enc.state_dict(), assign=True)
+        strides = [m.stride[0] for m in rebuilt.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
+        assert family.name == "grouped" and strides[0] == stem and strides.count(2) == 3
+        with torch.no_grad():
+            assert torch.equal(rebuilt(frames), enc(frames)) and enc(frames).shape == (1, 80, 2, 4, 6)
+    assert GBufferEncoder.for_config(get_config("nano")).encoder[0].stride == (2, 2)
+    with pytest.raises(ValueError, match="stem_stride must be 1 or 2"):
+        GBufferEncoder.grouped(4, stem_stride=4)
 
 
 # ---- 6. decoder alignment --------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ from gbuffer.frame import GBufferFrame
 from renderer import create_renderer
 from studio.cli import main
 from training.bookkeeping import draw_loss_curve
-from training.codec import TinyEncoder
+from training.codec import Codec, TinyEncoder, load_codec, scale_latents_to_unit
+from training.data import PairedClips, load_recording
+from training.targets import CodecTargets, LatentCache
 from training.metrics import StreamMetrics, psnr, ssim
 
 SIZE = "64x32"
@@ -75,7 +77,17 @@ def test_train_codec_writes_a_taehv_codec_with_its_log(codec):
     assert meta["decoder_channels"] == [32, 16, 8, 8] and meta["step"] == 3
     log = [json.loads(line) for line in (codec / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3] and all(r["psnr"] > 0 for r in log)
+    assert 0.5 < log[0]["latent_std"] < 2          # started at unit scale (scale_latents_to_unit), not ~0.05
     assert Image.open(codec / "loss.png").size == (720, 400)
+
+
+def test_the_codec_starts_with_latents_of_unit_scale():
+    torch.manual_seed(0)
+    codec, clips = Codec(8, (32, 16, 8, 8)), torch.rand(2, 8, 3, 32, 64)
+    before = scale_latents_to_unit(codec, clips)
+    with torch.no_grad():
+        after = float(codec.encode(clips).std())
+    assert before < 0.3 and abs(after - 1) < 1e-3
 
 
 @pytest.mark.slow
@@ -291,6 +303,25 @@ def test_the_rgb_encoder_has_taehv_names_and_shapes():
     assert {"encoder.0.weight", "encoder.2.conv.weight", "encoder.4.conv.0.weight", "encoder.12.conv.weight",
             "encoder.17.weight"} <= keys
     assert encoder(torch.rand(2, 8, 3, 32, 64)).shape == (2, 16, 2, 4, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.gl
+def test_cached_targets_are_each_recordings_latents_streamed_in_order(recordings, codec):
+    """The trainer encodes each recording once (LatentCache) instead of every clip every step: block by block
+    with the encoder's memory carried, which must equal one pass over the whole recording; a clip's targets are a
+    slice, and clips start on latent boundaries."""
+    rec = load_recording(recordings["a"], 64, 32, "original")                 # 24 frames
+    targets = CodecTargets(load_codec(codec).encoder_module())
+    whole = targets(rec.rgb[None].float() / 255)[0]                           # (16, 6, 4, 8), one pass
+    streamed = targets.recording(rec.rgb, block=8)
+    torch.testing.assert_close(streamed, whole, rtol=0, atol=1e-5 * float(whole.abs().max()))
+    cache = LatentCache(targets, [rec])
+    torch.testing.assert_close(cache.clips([(0, 8)], 16)[0], whole[:, 2:6])
+    fresh = targets(rec.rgb[None, 8:24].float() / 255)[0]                   # the clip alone, no memory before it
+    assert (fresh - whole[:, 2:]).abs().max() > 1e-3 * whole.abs().max()     # so the memory is what the cache adds
+    clips = PairedClips([rec], 16, start_stride=4)
+    assert [s for _, s in clips.starts] == [0, 4, 8]
 
 
 def test_metrics_follow_their_definitions():

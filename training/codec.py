@@ -173,6 +173,21 @@ def codec_loss(codec: Codec, clips: torch.Tensor, s: CodecSettings, perceptual=N
     return loss, parts
 
 
+def scale_latents_to_unit(codec: Codec, clips: torch.Tensor) -> float:
+    """Data-dependent init: scale the encoder's last convolution so these clips' latents have unit std.
+
+    PyTorch's default init leaves latents ~0.05 in std, and the pull towards unit variance is too weak to move
+    them far while reconstruction dominates (a loaded run ended at 0.075). The flow model starts its sampling
+    from unit noise, so latents that small would be ~1/13 of the noise: the renderer would learn a faint signal.
+    Returns the std found before scaling."""
+    with torch.no_grad():
+        std = float(codec.encode(clips).std())
+        last = codec.encoder[-1]
+        last.weight.div_(std)
+        last.bias.div_(std)
+    return std
+
+
 def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = False,
                 perceptual=None, device: str = "cpu", progress: bool = True) -> dict:
     """Train encoder + decoder on the RGB frames of `data`; write CODEC_DIR; return the final figures."""
@@ -182,6 +197,8 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     codec = Codec(s.encoder_channels, s.decoder_channels).to(device)
     opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(s.seed)
+    if not resume or bookkeeping.latest_checkpoint(out) is None:      # clips of their own: `gen` stays as it was
+        scale_latents_to_unit(codec, data.rgb_clips(s.batch, torch.Generator().manual_seed(s.seed + 1)).to(device))
     start = 0
     log = bookkeeping.JsonlLog(out / bookkeeping.LOG_FILE, append=resume)
     if resume and (ckpt := bookkeeping.latest_checkpoint(out)) is not None:

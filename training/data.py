@@ -101,10 +101,18 @@ def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Re
     return Recording(path.name, g, torch.cat(rgb), prompt)
 
 
+@dataclass
+class ClipBatch:
+    gbuffer: torch.Tensor                 # (B, T, 5, 3, H, W) float in [0, 1]
+    rgb: torch.Tensor                     # (B, T, 3, H, W) float in [0, 1]
+    prompt: torch.Tensor                  # (B,) index into PairedClips.prompts
+    picks: list[tuple[int, int]]          # (recording, start frame) of each clip
+
+
 class PairedClips:
     """Recordings held in memory; `sample` draws clips of `clip_frames` consecutive frames."""
 
-    def __init__(self, recordings: Sequence[Recording], clip_frames: int):
+    def __init__(self, recordings: Sequence[Recording], clip_frames: int, start_stride: int = 1):
         if not recordings:
             raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
         short = [r for r in recordings if len(r) < clip_frames]
@@ -115,19 +123,22 @@ class PairedClips:
         self.recordings = list(recordings)
         self.clip_frames = clip_frames
         self.prompts = sorted({r.prompt for r in self.recordings})
-        # one entry per possible clip start, so long recordings are drawn in proportion to their length
-        self.starts = [(k, s) for k, r in enumerate(self.recordings) for s in range(len(r) - clip_frames + 1)]
+        # one entry per possible clip start, so long recordings are drawn in proportion to their length; a stride
+        # of 4 starts every clip on a latent boundary (targets sliced from a LatentCache)
+        self.starts = [(k, s) for k, r in enumerate(self.recordings)
+                       for s in range(0, len(r) - clip_frames + 1, start_stride)]
 
     @classmethod
     def from_paths(cls, paths: Sequence[str | Path], width: int, height: int, clip_frames: int,
-                   prompt_file: str | Path | None = None) -> "PairedClips":
+                   prompt_file: str | Path | None = None, start_stride: int = 1) -> "PairedClips":
         if not paths:
             raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
         prompts = read_prompt_file(prompt_file)
         unknown = sorted(set(prompts) - {Path(p).name for p in paths} - {DEFAULT_KEY})
         if unknown:
             raise TrainingError(f"names recording(s) not given: {', '.join(unknown)}", str(prompt_file))
-        return cls([load_recording(p, width, height, prompt_for(Path(p), prompts)) for p in paths], clip_frames)
+        return cls([load_recording(p, width, height, prompt_for(Path(p), prompts)) for p in paths], clip_frames,
+                   start_stride)
 
     @property
     def frames(self) -> int:
@@ -142,10 +153,11 @@ class PairedClips:
     def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
         return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
 
-    def sample(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        clips = [self.clip(k, s) for k, s in self._picks(batch, generator)]
-        return (torch.stack([c[0] for c in clips]), torch.stack([c[1] for c in clips]),
-                torch.tensor([c[2] for c in clips]))
+    def sample(self, batch: int, generator: torch.Generator) -> ClipBatch:
+        picks = self._picks(batch, generator)
+        clips = [self.clip(k, s) for k, s in picks]
+        return ClipBatch(torch.stack([c[0] for c in clips]), torch.stack([c[1] for c in clips]),
+                         torch.tensor([c[2] for c in clips]), picks)
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from renderer.flash.config import FlashConfig, get_config
+from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.pipeline import FlashPipeline, preset_prompts
@@ -35,7 +35,7 @@ from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
 from training.errors import TrainingError
 from training.objective import FlashTrainee, ObjectiveSettings
-from training.targets import Targets, codec_targets, wan_vae_targets
+from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
 SETTINGS_FILE = "train_settings.json"
 LORA_DIR = "lora_adapter"
@@ -69,6 +69,7 @@ class TrainSettings:
     device: str | None = None
     fsdp: bool = False
     gradient_checkpointing: bool | None = None     # None: on for CUDA
+    cache_targets: bool = True       # our codec's RGB latents computed once per recording (clips start every 4th frame)
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -126,7 +127,7 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         transformer, gbuffer_encoder, decoder, bank = pipe.transformer, pipe.gbuffer_encoder, pipe.decoder, pipe.prompts
         codec = load_codec(s.codec) if s.codec else _own_codec(Path(s.weights))
         if codec is not None:
-            targets = codec_targets(codec.encoder_module().to(device))
+            targets = CodecTargets(codec.encoder_module().to(device))
         elif s.vae:
             targets = wan_vae_targets(s.vae, device)
         else:
@@ -140,9 +141,9 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
             raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
                                 f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
                                 f"--config {config.name}", "--codec")
-        transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.grouped(config.gbuffer_hidden)
+        transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
         decoder = codec.decoder_module()
-        targets = codec_targets(codec.encoder_module().to(device))
+        targets = CodecTargets(codec.encoder_module().to(device))
         encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
         bank = PromptBank(config.text_len, config.text_dim,
                           {t: random_embedding(t, config.text_len, config.text_dim) for t in preset_prompts()},
@@ -194,8 +195,10 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         self.modules = build_modules(s, self.config, self.device)
         self.config = self.modules.config
-        self.data = PairedClips.from_paths(recordings, s.width, s.height,
-                                           s.chunks * self.config.chunk_frames, s.prompts)
+        cache = s.cache_targets and isinstance(self.modules.targets, CodecTargets)
+        self.data = PairedClips.from_paths(recordings, s.width, s.height, s.chunks * self.config.chunk_frames,
+                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1)
+        self.latents = LatentCache(self.modules.targets, self.data.recordings, self.device) if cache else None
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
         transformer = self.modules.transformer
         if s.lora_rank:
@@ -223,7 +226,7 @@ class Trainer:
             raise TrainingError("--resume given but there is no checkpoint in checkpoints/", str(self.out))
         state = bookkeeping.load_checkpoint(path)
         saved = state.get("settings", {})
-        for key in ("config", "lora_rank", "width", "height", "chunks"):
+        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets"):
             if key in saved and saved[key] != getattr(self.s, key):
                 raise TrainingError(f"checkpoint was trained with {key}={saved[key]!r}, this run has "
                                     f"{getattr(self.s, key)!r}", str(path))
@@ -246,10 +249,13 @@ class Trainer:
         s = self.s
         stage = self.stage(self.step)
         rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
-        gbuffer, rgb, which = self.data.sample(s.batch, self.generator)
-        gbuffer, rgb = gbuffer.to(self.device), rgb.to(self.device)
-        target = self.modules.targets(rgb).float()
-        loss = self.model(gbuffer, target, self.prompts[which].to(self.device), rollout, self.generator)
+        batch = self.data.sample(s.batch, self.generator)
+        if self.latents is not None:
+            target = self.latents.clips(batch.picks, self.data.clip_frames).to(self.device)
+        else:
+            target = self.modules.targets(batch.rgb.to(self.device)).float()
+        loss = self.model(batch.gbuffer.to(self.device), target, self.prompts[batch.prompt].to(self.device), rollout,
+                          self.generator)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)

@@ -58,6 +58,7 @@ class FlashConfig:
     # codecs (random init; a checkpoint's own shapes decide when loading)
     gbuffer_hidden: int = Field(128, ge=1)                          # per branch of the grouped G-buffer encoder
     gbuffer_input_range: InputRange = "0..1"                        # what the G-buffer encoder was trained on
+    gbuffer_stem_stride: Literal[1, 2] = 1                          # 2: first conv steps (cheap to train on a CPU)
     decoder_channels: tuple[int, int, int, int] = (256, 128, 64, 64)   # TAEHV decoder widths
     trim_startup_frames: bool = False  # TAEHV alignment: latent j → frames 4j-3..4j, first 3 decoded dropped
     # streaming: latent frames per chunk and history sizes (long, mid, short) in latent frames
@@ -110,8 +111,11 @@ TINY = FlashConfig(name="tiny", num_layers=2, num_attention_heads=4, attention_h
 
 # Sized to train from scratch on a CPU in well under an hour at 160x96 (alaya-studio train; docs/training.md):
 # four layers of 128 wide, a 16-per-branch G-buffer encoder and a TAEHV decoder a quarter of TAEW2.1's width.
+# The G-buffer encoder's stem steps 2x: at full resolution its convolutions and temporal pooling were ~85% of a
+# training step on a CPU (bench/train_step_bench.py).
 NANO = FlashConfig(name="nano", num_layers=4, num_attention_heads=4, attention_head_dim=32, ffn_dim=384,
                    text_dim=32, freq_dim=64, rope_dim=(12, 10, 10), text_len=8, sink_slots=2, gbuffer_hidden=16,
+                   gbuffer_stem_stride=2,
                    decoder_channels=(64, 32, 16, 16), chunk_latents=2, history_sizes=(4, 2, 1))
 
 CONFIGS = {c.name: c for c in (FULL, TINY, NANO)}

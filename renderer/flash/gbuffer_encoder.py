@@ -26,7 +26,8 @@ import re
 import torch
 from torch import nn
 
-from renderer.flash.config import GBUFFER_CHANNELS, LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE, InputRange
+from renderer.flash.config import (GBUFFER_CHANNELS, LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE, FlashConfig,
+                                   InputRange)
 from renderer.flash.families import Family
 from renderer.flash.taehv import MemBlock, StreamMemory, TPool, init_signal_preserving, run_stream
 
@@ -63,14 +64,22 @@ class GroupedResBlock(nn.Module):
         return self.act(self.conv(x) + x)
 
 
-def grouped_encoder(hidden: int) -> nn.Sequential:
-    """Our design (random init): (N*T, 5*3, H, W) → (N*T/4, 5*16, H/8, W/8)."""
+def grouped_encoder(hidden: int, stem_stride: int = 1) -> nn.Sequential:
+    """Our design (random init): (N*T, 5*3, H, W) → (N*T/4, 5*16, H/8, W/8).
+
+    stem_stride 2 moves the first 2x spatial step from the third stage into the stem: nothing then runs at full
+    resolution but one convolution, which makes the encoder about 4x cheaper to train on a CPU (the `nano`
+    config). The layer indices and shapes stay the same; only the bias marks which convs step (the loader's
+    TAEHV convention), so both variants load through the same family."""
+    if stem_stride not in (1, 2):
+        raise ValueError(f"stem_stride must be 1 or 2, got {stem_stride}")
     n_f = G * hidden
+    late_stride = 2 if stem_stride == 1 else 1
     return nn.Sequential(
-        gconv(G * 3, n_f), nn.ReLU(inplace=True),
-        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/2, H/2
-        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/4, H/4
-        gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),                           # T/4, H/8
+        gconv(G * 3, n_f, stride=stem_stride, bias=stem_stride == 1), nn.ReLU(inplace=True),
+        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/2
+        GroupedTPool(n_f, 2), gconv(n_f, n_f, stride=2, bias=False), GroupedResBlock(n_f),   # T/4
+        gconv(n_f, n_f, stride=late_stride, bias=late_stride == 1), GroupedResBlock(n_f),     # T/4, H/8
         gconv(n_f, G * LATENT_CHANNELS),
     )
 
@@ -145,10 +154,15 @@ class GBufferEncoder(nn.Module):
         self.branch_attr = next((n for n in ("branches", "encoders") if n in parts), None)
 
     @classmethod
-    def grouped(cls, hidden: int = 128, input_range: InputRange = "0..1") -> "GBufferEncoder":
-        encoder = cls("grouped", {"encoder": grouped_encoder(hidden)}, input_range)
+    def grouped(cls, hidden: int = 128, input_range: InputRange = "0..1", stem_stride: int = 1) -> "GBufferEncoder":
+        encoder = cls("grouped", {"encoder": grouped_encoder(hidden, stem_stride)}, input_range)
         init_signal_preserving(encoder)
         return encoder
+
+    @classmethod
+    def for_config(cls, config: FlashConfig) -> "GBufferEncoder":
+        """A randomly initialised grouped encoder of the config's widths (what from-scratch models start from)."""
+        return cls.grouped(config.gbuffer_hidden, config.gbuffer_input_range, config.gbuffer_stem_stride)
 
     def forward(self, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
         """frames (B, T, 5, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 80, T/4, H/8, W/8).

@@ -60,7 +60,7 @@ class FlashPipeline:
     # ---- construction -------------------------------------------------------------------------------------
     @staticmethod
     def build_modules(config: FlashConfig) -> tuple[FlashTransformer, GBufferEncoder, TinyDecoder]:
-        return (FlashTransformer(config), GBufferEncoder.grouped(config.gbuffer_hidden, config.gbuffer_input_range),
+        return (FlashTransformer(config), GBufferEncoder.for_config(config),
                 TinyDecoder(config.decoder_channels))
 
     @classmethod

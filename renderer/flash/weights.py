@@ -255,7 +255,7 @@ class WeightsPlan:
                                f"{', '.join(key_patterns(check.infos, 5))})", str(self.root / GBUFFER_ENCODER))
         check.notes.append(unknown.detail)
         with torch.device("meta"):         # what today's grouped design of this config would need
-            check.compare(state_shapes(GBufferEncoder.grouped(self.config.gbuffer_hidden)))
+            check.compare(state_shapes(GBufferEncoder.for_config(self.config)))
         if check.ok:                       # no key diff: the pattern is all there is to say
             check.errors.append(unknown)
 

@@ -69,6 +69,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--fsdp", action="store_true", help="under torchrun: shard with FSDP instead of DDP")
     p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
                    help="recompute activations in backward (default: on for CUDA)")
+    p.add_argument("--cache-targets", action=argparse.BooleanOptionalAction, default=True,
+                   help="encode each recording's RGB with the codec once, not every step (default on)")
     return p
 
 
@@ -114,7 +116,7 @@ def run_train(a) -> int:
                       rollout_prob=a.rollout_share, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
                       lora_targets=targets, checkpoint_every=a.checkpoint_every, log_every=a.log_every,
                       seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing,
-                      max_minutes=a.max_minutes)
+                      max_minutes=a.max_minutes, cache_targets=a.cache_targets)
     trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
     last = trainer.run()
     if trainer.dist.is_main:

@@ -1,0 +1,126 @@
+"""Where a training step's time goes: the codec step and the renderer step, part by part, on synthetic clips.
+
+    .venv/bin/python bench/train_step_bench.py --config nano --size 160x96 --threads 2 --steps 6
+    .venv/bin/python bench/train_step_bench.py --stem-stride 1      # nano with the full-resolution G-buffer stem
+
+Codec step (`train codec`): encode, decode, loss, backward, optimiser. Renderer step (`train`): RGB targets
+(the frozen codec encoder, or the cache that replaces it), G-buffer encoder, transformer over the chunks,
+backward, optimiser; with and without self-rollout history. Medians over --steps after one warm-up step.
+Random weights: the cost of a step does not depend on what the weights are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from renderer.flash.config import get_config  # noqa: E402
+from renderer.flash.gbuffer_encoder import GBufferEncoder  # noqa: E402
+from renderer.flash.transformer import FlashTransformer  # noqa: E402
+from training.codec import Codec, CodecSettings, codec_loss  # noqa: E402
+from training.objective import FlashTrainee, ObjectiveSettings  # noqa: E402
+
+
+class Stopwatch:
+    def __init__(self):
+        self.parts: dict[str, list[float]] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.parts.setdefault(name, []).append(1000 * (now - self._t))
+        self._t = now
+
+    def medians(self) -> dict[str, float]:
+        out = {k: round(statistics.median(v[1:] or v), 1) for k, v in self.parts.items()}
+        out["total"] = round(sum(out.values()), 1)
+        return out
+
+
+def codec_step_ms(config, width: int, height: int, batch: int, clip_frames: int, steps: int) -> dict:
+    s = CodecSettings(decoder_channels=tuple(config.decoder_channels), batch=batch, clip_frames=clip_frames)
+    codec = Codec(s.encoder_channels, s.decoder_channels)
+    opt = torch.optim.AdamW(codec.parameters(), lr=s.lr)
+    clips = torch.rand(batch, clip_frames, 3, height, width)
+    watch = Stopwatch()
+    for _ in range(steps + 1):
+        watch.lap("idle")
+        loss, _ = codec_loss(codec, clips, s)
+        watch.lap("forward (encode, decode, loss)")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        watch.lap("backward")
+        opt.step()
+        watch.lap("optimiser")
+    watch.parts.pop("idle")
+    return watch.medians()
+
+
+def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, steps: int, rollout: bool) -> dict:
+    codec = Codec(32, tuple(config.decoder_channels))
+    encoder = codec.encoder_module().eval().requires_grad_(False)
+    trainee = FlashTrainee(config, FlashTransformer(config), GBufferEncoder.for_config(config),
+                           ObjectiveSettings(chunks))
+    opt = torch.optim.AdamW([p for p in trainee.parameters() if p.requires_grad], lr=5e-4)
+    frames = chunks * config.chunk_frames
+    gbuffer = torch.rand(batch, frames, 5, 3, height, width)
+    rgb = torch.rand(batch, frames, 3, height, width)
+    prompt = torch.randn(batch, config.text_len, config.text_dim)
+    gen = torch.Generator().manual_seed(0)
+    watch = Stopwatch()
+    for _ in range(steps + 1):
+        watch.lap("idle")
+        with torch.no_grad():
+            target = encoder(rgb)
+        watch.lap("RGB targets (codec encoder)")
+        loss = trainee(gbuffer, target, prompt, rollout, gen)
+        watch.lap("forward (G-buffer encoder, transformer" + (", self-rollout)" if rollout else ")"))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        watch.lap("backward")
+        opt.step()
+        watch.lap("optimiser")
+    watch.parts.pop("idle")
+    return watch.medians()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="nano")
+    p.add_argument("--size", default="160x96")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--chunks", type=int, default=2)
+    p.add_argument("--codec-clip", type=int, default=8)
+    p.add_argument("--stem-stride", type=int, choices=(1, 2), help="override the config's G-buffer stem stride")
+    p.add_argument("--json", help="also write the figures here")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    width, height = (int(v) for v in a.size.split("x"))
+    config = get_config(a.config)
+    if a.stem_stride:
+        config = dataclasses.replace(config, gbuffer_stem_stride=a.stem_stride)
+    rows = {
+        "codec": codec_step_ms(config, width, height, a.batch, a.codec_clip, a.steps),
+        "renderer, teacher forcing": renderer_step_ms(config, width, height, a.batch, a.chunks, a.steps, False),
+        "renderer, self-rollout": renderer_step_ms(config, width, height, a.batch, a.chunks, a.steps, True),
+    }
+    for name, parts in rows.items():
+        print(f"{name}: " + " · ".join(f"{k} {v} ms" for k, v in parts.items()))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"args": vars(a), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
