@@ -102,6 +102,7 @@ def main() -> int:
     parser.add_argument("--renderer", default="reference")
     parser.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE",
                         help="passed to the server, e.g. backend=torch for the reference renderer's torch path")
+    parser.add_argument("--weights", help="weights directory for --renderer flash (e.g. a trained nano)")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
@@ -117,6 +118,7 @@ def main() -> int:
     cluster = ["--cluster", args.cluster, "--workers", str(args.workers),
                "--worker-sessions", str(max(counts))] if args.cluster else []
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
+    options += ["--weights", args.weights] if args.weights else []
     server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster, *options])
     results = []
     try:
