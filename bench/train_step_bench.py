@@ -46,6 +46,14 @@ class Stopwatch:
         return out
 
 
+def optimise(watch: Stopwatch, opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    watch.lap("backward")
+    opt.step()
+    watch.lap("optimiser")
+
+
 def codec_step_ms(config, width: int, height: int, batch: int, clip_frames: int, steps: int) -> dict:
     s = CodecSettings(decoder_channels=tuple(config.decoder_channels), batch=batch, clip_frames=clip_frames)
     codec = Codec(s.encoder_channels, s.decoder_channels)
@@ -56,11 +64,7 @@ def codec_step_ms(config, width: int, height: int, batch: int, clip_frames: int,
         watch.lap("idle")
         loss, _ = codec_loss(codec, clips, s)
         watch.lap("forward (encode, decode, loss)")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        watch.lap("backward")
-        opt.step()
-        watch.lap("optimiser")
+        optimise(watch, opt, loss)
     watch.parts.pop("idle")
     return watch.medians()
 
@@ -84,11 +88,7 @@ def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, s
         watch.lap("RGB targets (codec encoder)")
         loss = trainee(gbuffer, target, prompt, rollout, gen)
         watch.lap("forward (G-buffer encoder, transformer" + (", self-rollout)" if rollout else ")"))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        watch.lap("backward")
-        opt.step()
-        watch.lap("optimiser")
+        optimise(watch, opt, loss)
     watch.parts.pop("idle")
     return watch.medians()
 

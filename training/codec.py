@@ -197,11 +197,12 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     codec = Codec(s.encoder_channels, s.decoder_channels).to(device)
     opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(s.seed)
-    if not resume or bookkeeping.latest_checkpoint(out) is None:      # clips of their own: `gen` stays as it was
+    ckpt = bookkeeping.latest_checkpoint(out) if resume else None
+    if ckpt is None:                  # a fresh start; clips of their own, so `gen` stays as it was
         scale_latents_to_unit(codec, data.rgb_clips(s.batch, torch.Generator().manual_seed(s.seed + 1)).to(device))
     start = 0
     log = bookkeeping.JsonlLog(out / bookkeeping.LOG_FILE, append=resume)
-    if resume and (ckpt := bookkeeping.latest_checkpoint(out)) is not None:
+    if ckpt is not None:
         state = bookkeeping.load_checkpoint(ckpt)
         codec.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])

@@ -104,7 +104,7 @@ def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Re
 @dataclass
 class ClipBatch:
     gbuffer: torch.Tensor                 # (B, T, 5, 3, H, W) float in [0, 1]
-    rgb: torch.Tensor                     # (B, T, 3, H, W) float in [0, 1]
+    rgb: torch.Tensor | None              # (B, T, 3, H, W) float in [0, 1]; None when not asked for
     prompt: torch.Tensor                  # (B,) index into PairedClips.prompts
     picks: list[tuple[int, int]]          # (recording, start frame) of each clip
 
@@ -144,20 +144,21 @@ class PairedClips:
     def frames(self) -> int:
         return sum(len(r) for r in self.recordings)
 
-    def clip(self, k: int, start: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def clip(self, k: int, start: int, with_rgb: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         r = self.recordings[k]
         end = start + self.clip_frames
-        return (r.gbuffer[start:end].float().div_(255), r.rgb[start:end].float().div_(255),
-                self.prompts.index(r.prompt))
+        rgb = r.rgb[start:end].float().div_(255) if with_rgb else None
+        return r.gbuffer[start:end].float().div_(255), rgb, self.prompts.index(r.prompt)
 
     def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
         return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
 
-    def sample(self, batch: int, generator: torch.Generator) -> ClipBatch:
+    def sample(self, batch: int, generator: torch.Generator, with_rgb: bool = True) -> ClipBatch:
+        """`with_rgb=False` when the targets come from a LatentCache: the RGB frames are then not needed."""
         picks = self._picks(batch, generator)
-        clips = [self.clip(k, s) for k, s in picks]
-        return ClipBatch(torch.stack([c[0] for c in clips]), torch.stack([c[1] for c in clips]),
-                         torch.tensor([c[2] for c in clips]), picks)
+        clips = [self.clip(k, s, with_rgb) for k, s in picks]
+        rgb = torch.stack([c[1] for c in clips]) if with_rgb else None
+        return ClipBatch(torch.stack([c[0] for c in clips]), rgb, torch.tensor([c[2] for c in clips]), picks)
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training)."""

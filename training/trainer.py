@@ -249,7 +249,7 @@ class Trainer:
         s = self.s
         stage = self.stage(self.step)
         rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
-        batch = self.data.sample(s.batch, self.generator)
+        batch = self.data.sample(s.batch, self.generator, with_rgb=self.latents is None)
         if self.latents is not None:
             target = self.latents.clips(batch.picks, self.data.clip_frames).to(self.device)
         else:

@@ -111,8 +111,8 @@ TINY = FlashConfig(name="tiny", num_layers=2, num_attention_heads=4, attention_h
 
 # Sized to train from scratch on a CPU in well under an hour at 160x96 (alaya-studio train; docs/training.md):
 # four layers of 128 wide, a 16-per-branch G-buffer encoder and a TAEHV decoder a quarter of TAEW2.1's width.
-# The G-buffer encoder's stem steps 2x: at full resolution its convolutions and temporal pooling were ~85% of a
-# training step on a CPU (bench/train_step_bench.py).
+# The G-buffer encoder's stem steps 2x: at full resolution its convolutions and temporal pooling were most of a
+# training step on a CPU (1579 ms a step before, 698 ms after: bench/train_step_bench.py, BENCHMARKS.md).
 NANO = FlashConfig(name="nano", num_layers=4, num_attention_heads=4, attention_head_dim=32, ffn_dim=384,
                    text_dim=32, freq_dim=64, rope_dim=(12, 10, 10), text_len=8, sink_slots=2, gbuffer_hidden=16,
                    gbuffer_stem_stride=2,
