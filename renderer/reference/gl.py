@@ -10,6 +10,7 @@ sizes, and are shared by the sessions of that size, which take turns on the one 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -26,9 +27,10 @@ from gbuffer.gl_finish import gil_free_finish
 from renderer.base import RendererError
 from renderer.reference import gl_shaders as glsl
 from renderer.reference.effects import IRONBOW
-from renderer.reference.post import gaussian_kernel
-from renderer.reference.style import Style
-from renderer.reference.surface import VERTICAL_FOV_DEG, srgb_to_linear
+from renderer.reference.post import SrgbEncoder, gaussian_kernel
+from prompt_presets.reference_params import ReferenceParams
+from renderer.reference.style import Style, make_style
+from renderer.reference.surface import SRGB_LUT, VERTICAL_FOV_DEG, srgb_to_linear
 from renderer.timing import StageClock
 
 GL_STAGES = ("upload", "shade", "post", "readback")
@@ -36,6 +38,7 @@ _CPU = torch.device("cpu")        # the stage clock's device: GL work is waited 
 BLOOM_SIGMA = 1.5                # post.bloom's blur
 _TAN_HALF_FOV = math.tan(math.radians(VERTICAL_FOV_DEG) / 2)   # SurfaceDecoder's camera rays
 SIZES_KEPT = 4                   # frame sizes whose textures stay allocated
+UNROLLED_RADIUS_MAX = 16         # box blurs up to this radius get a program with the radius compiled in (unrolled)
 # Units the samplers read from; every program binds its samplers to these once.
 _UNITS = {"gbuf": 0, "src": 2, "aux": 3, "prep": 4, "lava_local": 5, "ao_near": 6}
 
@@ -118,7 +121,8 @@ class StyleShader:
         self._programs: dict[tuple[str, tuple[str, ...]], tuple] = {}
         weights = gaussian_kernel(BLOOM_SIGMA).tolist()
         assert len(weights) == 9, "gl_shaders.BLUR has 9 taps"
-        self._program("BLUR")[0]["weights"].value = weights
+        for name in ("BLUR", "GLOW"):
+            self._program(name)[0]["weights"].value = weights
         self.sizes: OrderedDict[tuple[int, int], _SizeTargets] = OrderedDict()
 
     def _program(self, name: str, features: tuple[str, ...] = ()) -> tuple:
@@ -132,6 +136,9 @@ class StyleShader:
             for sampler, unit in _UNITS.items():
                 if sampler in p:
                     p[sampler].value = unit
+            for table, values in _TABLES.items():
+                if table in p:
+                    p[table].value = values
             found = self._programs[key] = (p, self.ctx.vertex_array(p, []))
         return found
 
@@ -165,7 +172,7 @@ class StyleShader:
         t.gbuf.write(data)
         t.gbuf.use(_UNITS["gbuf"])
         clock.lap("upload")
-        values = _style_uniforms(style)
+        values = _style_uniforms(style.params)
         looks, grading = style_features(style)
         full, quarter, sixteenth = t.size, t.quarter, t.sixteenth
 
@@ -175,7 +182,8 @@ class StyleShader:
         if "LAVA" in looks:      # effects.lava_glow's 9x9 local mean
             lava_local = self._box(t, prep, "lava", radius=4)
         ao_small = t.target("ao_small", quarter)  # lighting.ambient_occlusion: the stored depth at 1/4, averaged
-        self._draw("POOL", ao_small, {}, ("GBUF_DEPTH",), size=quarter, src_size=full, threshold=0.0)
+        self._draw("POOL", ao_small, {}, ("GBUF_DEPTH",) + _whole_blocks(quarter, full), size=quarter,
+                   src_size=full, threshold=0.0)
         ao = self._box(t, ao_small, "ao", radius=max(1, height // 80))
         radiance = t.target("radiance", full)
         inputs = {"prep": prep.texture, "lava_local": lava_local.texture, "ao_near": ao.texture}
@@ -187,15 +195,16 @@ class StyleShader:
         glow = radiance          # unused without bloom
         if "BLOOM" in grading:   # post.bloom: 1/4 and 1/16 levels of the bright pass, blurred, summed at 1/4
             small = t.target("bloom_small", quarter)
-            self._draw("POOL", small, {"src": radiance.texture}, size=quarter, src_size=full,
-                       threshold=float(style.bloom_threshold))
+            self._draw("POOL", small, {"src": radiance.texture}, _whole_blocks(quarter, full), size=quarter,
+                       src_size=full, threshold=float(style.bloom_threshold))
             tiny = t.target("bloom_tiny", sixteenth)
-            self._draw("POOL", tiny, {"src": small.texture}, size=sixteenth, src_size=quarter,
-                       threshold=0.0)
-            small_blurred, tiny_blurred = self._blur(t, small, "bloom_small"), self._blur(t, tiny, "bloom_tiny")
+            self._draw("POOL", tiny, {"src": small.texture}, _whole_blocks(sixteenth, quarter), size=sixteenth,
+                       src_size=quarter, threshold=0.0)
+            small_across = t.target("bloom_small_across", quarter)   # GLOW blurs it downwards
+            self._draw("BLUR", small_across, {"src": small.texture}, size=quarter, step_dir=(1, 0))
+            tiny_blurred = self._blur(t, tiny, "bloom_tiny")
             glow = t.target("bloom_glow", quarter)
-            self._draw("GLOW", glow, {"src": small_blurred.texture, "aux": tiny_blurred.texture},
-                       size=quarter)
+            self._draw("GLOW", glow, {"src": small_across.texture, "aux": tiny_blurred.texture}, size=quarter)
         out = t.target("out", full, dtype="f1")
         self._draw("FINISH", out, {"src": radiance.texture, "aux": glow.texture}, grading,
                    size=full, **values)
@@ -207,9 +216,10 @@ class StyleShader:
 
     def _box(self, t: _SizeTargets, src: _Target, name: str, radius: int) -> _Target:
         across = t.target(f"{name}_across", src.size)
-        self._draw("BOX", across, {"src": src.texture}, size=src.size, step_dir=(1, 0), radius=radius)
+        features = (f"RADIUS {radius}",) if radius <= UNROLLED_RADIUS_MAX else ()
+        self._draw("BOX", across, {"src": src.texture}, features, size=src.size, step_dir=(1, 0), radius=radius)
         down = t.target(name, src.size)
-        self._draw("BOX", down, {"src": across.texture}, size=src.size, step_dir=(0, 1), radius=radius)
+        self._draw("BOX", down, {"src": across.texture}, features, size=src.size, step_dir=(0, 1), radius=radius)
         return down
 
     def _blur(self, t: _SizeTargets, src: _Target, name: str) -> _Target:
@@ -229,8 +239,17 @@ class StyleShader:
             raise RendererError(f"OpenGL: {' '.join(str(exc).split())}", "renderer") from None
 
 
-def _style_uniforms(style: Style) -> dict:
-    """The style's fields as uniform values (vec3 fields from the style's tensors: directions are unit there)."""
+def _whole_blocks(size: tuple[int, int], src_size: tuple[int, int]) -> tuple[str, ...]:
+    """POOL's feature when every output pixel averages a whole 4x4 block (sizes divisible by 4, the usual case):
+    the loop bounds are then constants, the loop unrolls, and the pass costs about half."""
+    return ("WHOLE_BLOCKS",) if tuple(src_size) == (size[0] * 4, size[1] * 4) else ()
+
+
+@functools.lru_cache(maxsize=128)
+def _style_uniforms(params: ReferenceParams) -> dict:
+    """The style's fields as uniform values (vec3 fields from the style's tensors: directions are unit there).
+    Cached: a schedule holds one style for many frames, and building these takes about 0.1 ms of the GIL."""
+    style = make_style(params, _CPU)
     out = {}
     for f in fields(style.params):
         value = getattr(style, f.name)
@@ -238,6 +257,10 @@ def _style_uniforms(style: Style) -> dict:
     out["ironbow"] = _IRONBOW_LINEAR
     return out
 
+
+# The torch path's lookup tables, as the shaders' uniform arrays (a table read costs less than a pow on llvmpipe,
+# and the values are then exactly torch's)
+_TABLES = {"srgb_lut": SRGB_LUT.tolist(), "srgb_encode": SrgbEncoder(_CPU).lut.tolist()}
 
 # effects._palette's table: the ironbow stops, linearised the same way
 _IRONBOW_LINEAR = [tuple(row) for row in srgb_to_linear(torch.tensor(IRONBOW, dtype=torch.float32)).tolist()]

@@ -2,8 +2,9 @@
 by pass. Each GLSL function names the torch function it mirrors; change the two together.
 tests/test_reference_golden.py holds both backends to the same golden images.
 
-Every pass draws one full-screen triangle and reads its inputs with texelFetch at integer pixels. Texture
-filtering plays no part, so the pooling and bilinear rules are PyTorch's own and exact:
+Every pass draws one full-screen triangle and reads its inputs with texelFetch at integer pixels; the one use of
+texture filtering (`upsample`) is shown there to be PyTorch's rule. So the pooling and bilinear rules are
+PyTorch's own and exact:
 - pooling with ceil_mode and no padding averages the pixels inside the image;
 - box averages use count_include_pad=False;
 - upsampling is bilinear with align_corners=False.
@@ -55,9 +56,7 @@ vec3 levels(int channel, ivec2 p) {   // the stored 8-bit values, one fetch per 
     return floor(texelFetch(gbuf, ivec3(p, channel), 0).rgb * 255.0 + 0.5);
 }
 
-float srgb_to_linear(float c) {  // surface.srgb_to_linear
-    return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4);
-}
+uniform float srgb_lut[256];     // surface.SRGB_LUT, the linear value of each stored level
 
 vec3 unit_normal(vec3 stored) {  // SurfaceDecoder.decode: decode_normal, renormalised
     vec3 n = stored * (1.0 / 127.5) - 1.0;
@@ -75,8 +74,8 @@ Surface decode(ivec2 p) {        // surface.SurfaceDecoder.decode
     s.log_depth = d / 255.0;
     s.depth_m = DEPTH_NEAR_M * exp((1.0 - s.log_depth) * LOG_DEPTH_RANGE);   // gbuffer.encoding.decode_depth
     s.sky = d == 0.0;
-    vec3 a = levels(ALBEDO, p) / 255.0;
-    s.albedo = vec3(srgb_to_linear(a.r), srgb_to_linear(a.g), srgb_to_linear(a.b));
+    ivec3 a = ivec3(levels(ALBEDO, p));
+    s.albedo = vec3(srgb_lut[a.r], srgb_lut[a.g], srgb_lut[a.b]);
     s.metallic = levels(METALLIC, p).r / 255.0;
     s.roughness = levels(ROUGHNESS, p).r / 255.0;
     s.normal = unit_normal(levels(NORMAL, p));
@@ -151,12 +150,19 @@ out vec4 result;
 
 void main() {
     ivec2 start = ivec2(gl_FragCoord.xy) * 4;
-    ivec2 stop = min(start + 4, src_size);
     vec4 sum = vec4(0.0);
+#ifdef WHOLE_BLOCKS              // the source is exactly 4x the output: constant bounds, so the loops unroll
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++)
+            sum += max(source(start + ivec2(x, y)) - threshold, 0.0);
+    result = sum / 16.0;
+#else
+    ivec2 stop = min(start + 4, src_size);
     for (int y = start.y; y < stop.y; y++)
         for (int x = start.x; x < stop.x; x++)
             sum += max(source(ivec2(x, y)) - threshold, 0.0);
     result = sum / float((stop.x - start.x) * (stop.y - start.y));
+#endif
 }
 """
 
@@ -172,39 +178,54 @@ void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
     int along = p.x * step_dir.x + p.y * step_dir.y;
     int extent = size.x * step_dir.x + size.y * step_dir.y;
-    int first = max(along - radius, 0), last = min(along + radius, extent - 1);
     vec4 sum = vec4(0.0);
+#ifdef RADIUS                    // the radius compiled in: constant bounds, so the loop unrolls
+    float count = 0.0;
+    for (int i = -RADIUS; i <= RADIUS; i++) {
+        bool inside = along + i >= 0 && along + i < extent;
+        sum += inside ? fetch(src, clamp(p + i * step_dir, ivec2(0), size - 1)) : vec4(0.0);
+        count += inside ? 1.0 : 0.0;
+    }
+    result = sum / count;
+#else
+    int first = max(along - radius, 0), last = min(along + radius, extent - 1);
     for (int i = first; i <= last; i++)
         sum += fetch(src, p + (i - along) * step_dir);
     result = sum / float(last - first + 1);
+#endif
 }
 """
 
 # One direction of post._blur: a 9-tap Gaussian (sigma 1.5) with replicated edges.
-BLUR = """
-uniform sampler2D src;
-uniform ivec2 step_dir;
+_BLUR = """
 uniform float weights[9];
-out vec4 result;
 
-void main() {
-    ivec2 p = ivec2(gl_FragCoord.xy);
+vec4 blur(sampler2D tex, ivec2 p, ivec2 step_dir) {
     vec4 sum = vec4(0.0);
     for (int i = 0; i < 9; i++)
-        sum += weights[i] * fetch(src, clamp(p + (i - 4) * step_dir, ivec2(0), size - 1));
-    result = sum;
+        sum += weights[i] * fetch(tex, clamp(p + (i - 4) * step_dir, ivec2(0), size - 1));
+    return sum;
 }
 """
 
-# post.bloom's glow at 1/4 resolution: the blurred 1/4 level plus the blurred 1/16 level brought up to it.
-GLOW = """
-uniform sampler2D src;           // blurred 1/4 level
+BLUR = _BLUR + """
+uniform sampler2D src;
+uniform ivec2 step_dir;
+out vec4 result;
+
+void main() { result = blur(src, ivec2(gl_FragCoord.xy), step_dir); }
+"""
+
+# post.bloom's glow at 1/4 resolution: the 1/4 level's blur finished downwards here (one pass fewer), plus the
+# blurred 1/16 level brought up to it.
+GLOW = _BLUR + """
+uniform sampler2D src;           // the 1/4 level blurred across
 uniform sampler2D aux;           // blurred 1/16 level
 out vec4 result;
 
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    result = fetch(src, p) + upsample(aux, p);
+    result = blur(src, p, ivec2(0, 1)) + upsample(aux, p);
 }
 """
 
@@ -375,13 +396,10 @@ uniform float duotone; uniform vec3 duotone_dark; uniform vec3 duotone_light;
 uniform float vignette;
 out vec4 result;
 
-float linear_to_srgb(float c) {  // surface.linear_to_srgb
-    c = clamp(c, 0.0, 1.0);
-    return c <= 0.0031308 ? c * 12.92 : 1.055 * pow(max(c, 1e-8), 1.0 / 2.4) - 0.055;
-}
+uniform float srgb_encode[4096];  // post.SrgbEncoder's table
 
 float encode(float linear) {     // post.SrgbEncoder: the table entry nearest below linear * 4095 + 0.5
-    return linear_to_srgb(floor(linear * 4095.0 + 0.5) / 4095.0);
+    return srgb_encode[int(linear * 4095.0 + 0.5)];
 }
 
 void main() {

@@ -52,6 +52,10 @@ def srgb_to_linear(c: torch.Tensor) -> torch.Tensor:
     return torch.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
+# The linear value of each stored 8-bit sRGB level: albedo is decoded by table, here and in the GL shaders.
+SRGB_LUT = srgb_to_linear(torch.arange(256, dtype=torch.float32) / 255.0)
+
+
 def linear_to_srgb(c: torch.Tensor) -> torch.Tensor:
     c = c.clamp(0.0, 1.0)
     return torch.where(c <= 0.0031308, c * 12.92, 1.055 * c.clamp_min(1e-8) ** (1 / 2.4) - 0.055)
@@ -77,7 +81,7 @@ class SurfaceDecoder:
     def __init__(self, height: int, width: int, device: torch.device):
         self.height, self.width, self.device = height, width, device
         self.depth_lut = _DEPTH_LUT.to(device)
-        self.srgb_lut = srgb_to_linear(torch.arange(256, dtype=torch.float32) / 255.0).to(device)
+        self.srgb_lut = SRGB_LUT.to(device)
         tan_half = math.tan(math.radians(VERTICAL_FOV_DEG) / 2)
         ys = (1 - (torch.arange(height, device=device) + 0.5) / height * 2) * tan_half
         xs = ((torch.arange(width, device=device) + 0.5) / width * 2 - 1) * tan_half * width / height
