@@ -24,11 +24,11 @@ import torch
 
 from gbuffer.frame import NUM_CHANNELS
 from gbuffer.gl_finish import gil_free_finish
+from prompt_presets.reference_params import ReferenceParams
 from renderer.base import RendererError
 from renderer.reference import gl_shaders as glsl
 from renderer.reference.effects import IRONBOW
 from renderer.reference.post import SrgbEncoder, gaussian_kernel
-from prompt_presets.reference_params import ReferenceParams
 from renderer.reference.style import Style, make_style
 from renderer.reference.surface import SRGB_LUT, VERTICAL_FOV_DEG, srgb_to_linear
 from renderer.timing import StageClock
