@@ -1,0 +1,80 @@
+"""x264 presets for live sessions: encode time per frame and picture quality at the session's own settings.
+
+    python bench/x264_presets_bench.py [--sizes 416x224 832x448] [--frames 90] [--presets veryfast,superfast,ultrafast]
+
+Renders real engine frames with the reference renderer (the report styles, 30 frames each), then encodes them
+with the options `webrtc.encoders.SessionH264Encoder` uses (Baseline, zerolatency, the bitrate
+`EncoderSettings.for_session` picks), one preset at a time, twice, alternated. Prints the median encode time,
+the mean PSNR of the decoded pictures against the rendered ones, and the bitrate reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fractions
+import os
+import time
+
+import av
+import numpy as np
+
+from prompt_presets import REPORT_STYLES, conditioning_for
+from reference_bench import load_frames
+from renderer.reference import ReferenceRenderer
+from webrtc.encoders import EncoderSettings
+
+os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+
+
+def rendered(width: int, height: int, count: int) -> list[np.ndarray]:
+    session = ReferenceRenderer(None).open_session(width, height)
+    styles = [conditioning_for(REPORT_STYLES[(i // 30) % len(REPORT_STYLES)]) for i in range(count)]
+    return [session.render([f], [c]).rgb[0] for f, c in zip(load_frames("engine", width, height, count), styles)]
+
+
+def encode(pictures: list[np.ndarray], preset: str) -> dict:
+    h, w, _ = pictures[0].shape
+    settings = EncoderSettings.for_session(w, h, 30.0)
+    enc = av.CodecContext.create("libx264", "w")
+    enc.width, enc.height, enc.bit_rate, enc.pix_fmt = w, h, settings.bitrate, "yuv420p"
+    enc.framerate = fractions.Fraction(30)
+    enc.time_base = 1 / enc.framerate
+    enc.gop_size = settings.keyframe_interval
+    enc.options = {"level": "31", "tune": "zerolatency", "preset": preset, "forced-idr": "1"}
+    enc.profile = "Baseline"
+    dec = av.CodecContext.create("h264", "r")
+    ms, psnr, bits = [], [], 0
+    for i, picture in enumerate(pictures):
+        frame = av.VideoFrame.from_ndarray(picture, format="rgb24").reformat(format="yuv420p")
+        frame.pts = i
+        t0 = time.perf_counter()
+        packets = enc.encode(frame)
+        ms.append((time.perf_counter() - t0) * 1e3)
+        for packet in packets:    # zerolatency: frame i comes out as frame i's packet
+            bits += packet.size * 8
+            for out in dec.decode(packet):
+                err = ((out.to_ndarray(format="rgb24").astype(np.float64) - picture) ** 2).mean()
+                psnr.append(10 * np.log10(255 ** 2 / max(err, 1e-9)))
+    return {"preset": preset, "encode_ms_median": float(np.median(ms)), "psnr_db": float(np.mean(psnr)),
+            "mbps": bits / len(pictures) * 30 / 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
+    ap.add_argument("--frames", type=int, default=90)
+    ap.add_argument("--presets", default="veryfast,superfast,ultrafast")
+    args = ap.parse_args()
+    print(f"{'size':>9} {'preset':>10} {'encode ms':>10} {'PSNR dB':>8} {'Mbit/s':>7}")
+    for size in args.sizes:
+        w, h = (int(v) for v in size.lower().split("x"))
+        pictures = rendered(w, h, args.frames)
+        runs = [encode(pictures, p) for _ in range(2) for p in args.presets.split(",")]
+        for preset in args.presets.split(","):
+            mine = [r for r in runs if r["preset"] == preset]
+            print(f"{size:>9} {preset:>10} {np.median([r['encode_ms_median'] for r in mine]):10.2f} "
+                  f"{mine[0]['psnr_db']:8.2f} {mine[0]['mbps']:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
