@@ -24,8 +24,8 @@ from studio.cli import main
 from training.bookkeeping import draw_loss_curve
 from training.codec import Codec, TinyEncoder, load_codec, scale_latents_to_unit
 from training.data import PairedClips, load_recording
-from training.targets import CodecTargets, LatentCache
 from training.metrics import StreamMetrics, psnr, ssim
+from training.targets import CodecTargets, LatentCache
 
 SIZE = "64x32"
 ROOT = Path(__file__).resolve().parents[1]

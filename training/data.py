@@ -146,9 +146,11 @@ class PairedClips:
 
     def clip(self, k: int, start: int, with_rgb: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         r = self.recordings[k]
-        end = start + self.clip_frames
-        rgb = r.rgb[start:end].float().div_(255) if with_rgb else None
-        return r.gbuffer[start:end].float().div_(255), rgb, self.prompts.index(r.prompt)
+        gbuffer = r.gbuffer[start:start + self.clip_frames].float().div_(255)
+        return gbuffer, self._rgb(k, start) if with_rgb else None, self.prompts.index(r.prompt)
+
+    def _rgb(self, k: int, start: int) -> torch.Tensor:
+        return self.recordings[k].rgb[start:start + self.clip_frames].float().div_(255)
 
     def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
         return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
@@ -162,5 +164,4 @@ class PairedClips:
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training)."""
-        return torch.stack([self.recordings[k].rgb[s:s + self.clip_frames].float().div_(255)
-                            for k, s in self._picks(batch, generator)])
+        return torch.stack([self._rgb(k, s) for k, s in self._picks(batch, generator)])
