@@ -3,7 +3,7 @@
     python bench/x264_presets_bench.py [--sizes 416x224 832x448] [--frames 90] [--presets veryfast,superfast,ultrafast]
 
 Renders real engine frames with the reference renderer (the report styles, 30 frames each), then encodes them
-with the options `webrtc.encoders.SessionH264Encoder` uses (Baseline, zerolatency, the bitrate
+with libx264 opened as a live session opens it (`webrtc.encoders.open_h264`, at the bitrate
 `EncoderSettings.for_session` picks), one preset at a time, twice, alternated. Prints the median encode time,
 the mean PSNR of the decoded pictures against the rendered ones, and the bitrate reached.
 """
@@ -11,9 +11,9 @@ the mean PSNR of the decoded pictures against the rendered ones, and the bitrate
 from __future__ import annotations
 
 import argparse
-import fractions
 import os
 import time
+from dataclasses import replace
 
 import av
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from prompt_presets import REPORT_STYLES, conditioning_for
 from reference_bench import load_frames
 from renderer.reference import ReferenceRenderer
-from webrtc.encoders import EncoderSettings
+from webrtc.encoders import EncoderSettings, open_h264
 
 os.environ.setdefault("EGL_PLATFORM", "surfaceless")
 
@@ -34,14 +34,8 @@ def rendered(width: int, height: int, count: int) -> list[np.ndarray]:
 
 def encode(pictures: list[np.ndarray], preset: str) -> dict:
     h, w, _ = pictures[0].shape
-    settings = EncoderSettings.for_session(w, h, 30.0)
-    enc = av.CodecContext.create("libx264", "w")
-    enc.width, enc.height, enc.bit_rate, enc.pix_fmt = w, h, settings.bitrate, "yuv420p"
-    enc.framerate = fractions.Fraction(30)
-    enc.time_base = 1 / enc.framerate
-    enc.gop_size = settings.keyframe_interval
-    enc.options = {"level": "31", "tune": "zerolatency", "preset": preset, "forced-idr": "1"}
-    enc.profile = "Baseline"
+    settings = replace(EncoderSettings.for_session(w, h, 30.0), h264_preset=preset)
+    enc = open_h264(w, h, settings.bitrate, settings)
     dec = av.CodecContext.create("h264", "r")
     ms, psnr, bits = [], [], 0
     for i, picture in enumerate(pictures):

@@ -77,24 +77,29 @@ class _SessionBitrate:
         self._bitrate = self.settings.clamp(bitrate)
 
 
+def open_h264(width: int, height: int, bitrate: int, settings: EncoderSettings) -> av.CodecContext:
+    """libx264 as a live session runs it: Baseline, zerolatency, the settings' preset, rate and keyframe
+    interval (bench/x264_presets_bench.py opens it the same way to compare presets)."""
+    rate = fractions.Fraction(round(settings.fps * 1000), 1000)
+    codec = av.CodecContext.create("libx264", "w")
+    codec.width, codec.height = width, height
+    codec.bit_rate = bitrate
+    codec.pix_fmt = "yuv420p"
+    codec.framerate = rate
+    codec.time_base = 1 / rate
+    codec.gop_size = settings.keyframe_interval
+    codec.options = {"level": "31", "tune": "zerolatency", "preset": settings.h264_preset, "forced-idr": "1"}
+    codec.profile = "Baseline"
+    return codec
+
+
 class SessionH264Encoder(_SessionBitrate, H264Encoder):
 
     def _encode_frame(self, frame: av.VideoFrame, force_keyframe: bool):
         if _needs_new_codec(self.codec, frame, self._bitrate):
             self.buffer_data = b""
             self.buffer_pts = None
-            rate = fractions.Fraction(round(self.settings.fps * 1000), 1000)
-            codec = av.CodecContext.create("libx264", "w")
-            codec.width, codec.height = frame.width, frame.height
-            codec.bit_rate = self._bitrate
-            codec.pix_fmt = "yuv420p"
-            codec.framerate = rate
-            codec.time_base = 1 / rate
-            codec.gop_size = self.settings.keyframe_interval
-            codec.options = {"level": "31", "tune": "zerolatency", "preset": self.settings.h264_preset,
-                             "forced-idr": "1"}
-            codec.profile = "Baseline"
-            self.codec = codec
+            self.codec = open_h264(frame.width, frame.height, self._bitrate, self.settings)
         yield from super()._encode_frame(frame, force_keyframe)
 
 
