@@ -15,9 +15,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from studio.server.ice import close_peer
 from studio.server.tasks import TaskSet
 from webrtc import protocol as dc
+from webrtc.answer import close_peer
 from webrtc.fanout import FanOut, WatcherTrack
 
 ENDED = "the session's owner ended it"

@@ -11,6 +11,7 @@ from aiortc import RTCPeerConnection
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from webrtc.answer import close_peer
 from webrtc.ice import IceConfig
 
 log = logging.getLogger("alaya.ice")
@@ -24,16 +25,6 @@ class IceFailed(Exception):
 def peer_connection(ice: IceConfig, label: str) -> RTCPeerConnection:
     """A server peer with the studio's ICE servers; `label` names it in minted TURN usernames (no secret)."""
     return RTCPeerConnection(ice.for_aiortc(label))
-
-
-async def close_peer(pc: RTCPeerConnection) -> None:
-    """Close a peer whose negotiation failed halfway: aiortc's close() itself can fail then (a transceiver
-    left without a transport by an offer that dropped its bundle's m-line), and that must not turn a bad offer
-    into a server error."""
-    try:
-        await pc.close()
-    except Exception as exc:  # the peer is unusable either way; its sockets go with it
-        log.debug("closing a half-negotiated peer: %s: %s", type(exc).__name__, exc)
 
 
 async def require_relay(pc: RTCPeerConnection, ice: IceConfig) -> None:
