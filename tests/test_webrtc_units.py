@@ -121,7 +121,8 @@ def test_bad_datachannel_messages_name_the_problem(text, match):
 def test_good_datachannel_messages_parse():
     msg = dc.parse_client_message('{"type": "blend", "prompts": [{"preset": "volcano", "weight": 2},'
                                   ' {"text": "a foggy harbour"}], "transition": 12}')
-    assert msg.transition == 12 and [p.name() for p in msg.prompts] == ["volcano", "a foggy harbour"]
+    assert msg.transition == 12 and [(p.preset, p.text, p.weight) for p in msg.prompts] == [
+        ("volcano", None, 2.0), (None, "a foggy harbour", 1.0)]
     assert dc.parse_client_message('{"type": "seek", "frame": 5}').frame == 5
     assert dc.parse_client_message('{"type": "ping", "t": 1796040954230.5}').t == 1796040954230.5
     assert dc.parse_client_message('{"type": "stamp", "on": false}').on is False

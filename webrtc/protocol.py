@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from alaya_errors import UserError
 from gbuffer.input import PlayerInput
+from prompt_presets import PromptSpec
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -27,39 +28,28 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PromptSpec(_Message):
-    """One prompt in a blend: a preset name or free text (`text` may also be a preset name)."""
-
-    text: str | None = Field(None, min_length=1, max_length=2000)
-    preset: str | None = Field(None, min_length=1, max_length=100)
-    weight: float = Field(1.0, ge=0)
-
-    def name(self) -> str:
-        if (self.text is None) == (self.preset is None):
-            raise ProtocolError("give exactly one of 'text' or 'preset'", "prompt")
-        return self.preset or self.text  # type: ignore[return-value]
-
-
-Transition = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
+# A live switch's transition, as its length in frames: 0 = a cut, n = a blend of the message's `mode` over n
+# frames (it becomes a studio.schedule Transition where the switch lands on the timeline).
+TransitionFrames = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
 
 
 class SetPrompt(_Message):
     type: Literal["prompt"]
     text: str = Field(min_length=1, max_length=2000)
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetPreset(_Message):
     type: Literal["preset"]
     name: str = Field(min_length=1, max_length=100)
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetBlend(_Message):
     type: Literal["blend"]
     prompts: list[PromptSpec] = Field(min_length=1, max_length=8)
     mode: Literal["linear", "slerp"] = "linear"
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetSchedule(_Message):
@@ -77,7 +67,7 @@ class PatchSchedule(_Message):
     frame: int = Field(ge=0)
     prompts: list[PromptSpec] = Field(min_length=1, max_length=8)
     mode: Literal["linear", "slerp"] = "linear"
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class Play(_Message):

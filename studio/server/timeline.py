@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gbuffer.input import PlayerInput
-from prompt_presets import Conditioning, resolve_prompt
+from prompt_presets import Conditioning, PromptSpec, resolve_prompt
 from prompt_presets.matching import matching_ready
 from studio.schedule import Schedule, ScheduleError, schedule_from_value
 from webrtc import protocol as dc
@@ -24,8 +24,8 @@ def initial_schedule(schedule: dict[str, Any] | str | None, prompt: str | None, 
     return Schedule.single(prompt or DEFAULT_PROMPT, fps=fps)
 
 
-def conditioning_from_specs(prompts: list[dc.PromptSpec], mode: str = "linear") -> Conditioning:
-    return Conditioning(tuple(resolve_prompt(p.name(), p.weight) for p in prompts), mode)  # type: ignore[arg-type]
+def conditioning_from_specs(prompts: list[PromptSpec], mode: str = "linear") -> Conditioning:
+    return Conditioning(tuple(p.resolve() for p in prompts), mode)  # type: ignore[arg-type]
 
 
 def conditioning_from_message(msg) -> Conditioning:
