@@ -23,6 +23,7 @@ from alaya_errors import UserError
 from gbuffer.source import LiveSource
 from prompt_presets.matching import when_matching_ready
 from studio.rollout import RenderedFrame, Rollout
+from studio.schedule.live import LiveTimeline
 from studio.server import timeline
 from studio.server.audience import Audience
 from studio.server.metrics import SessionObserver
@@ -64,12 +65,15 @@ class LiveSession:
                  takes: TakeStore | None = None, max_watchers: int = 10):
         self.id = session_id
         self.rollout = rollout
+        self.timeline = LiveTimeline(rollout.schedule)
+        rollout.schedule = self.timeline
         self.fps = fps
         self.source_name = source_name
         self.renderer_name = renderer_name
         self.width, self.height = rollout.session.width, rollout.session.height
         self.stamp = stamp
         self.loop_playback = loop_playback
+        self._loop_source()
         self.loop = loop
         self.buffer = FrameBuffer(rollout.session.chunk_size, loop)
         self.track = SessionVideoTrack(self.buffer, fps, on_sent=self._on_sent)
@@ -93,8 +97,6 @@ class LiveSession:
         self._fail_lock = threading.Lock()
         self._seeks = 0
         self._stop = False
-        self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
-        self._loop_position = 0
         self.last_sent = FrameStatus()
         # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
         # threads always see a complete frame.
@@ -145,7 +147,9 @@ class LiveSession:
                     self._wake.wait(0.1)
                     self._wake.clear()
                     continue
-                self._next_pass_if_wrapped()
+                if self.timeline.advance(self.rollout.frame_index):
+                    self.send({"type": "timeline", "frame": self.rollout.frame_index,
+                               "reason": "next pass of the loop"})
                 if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
                     continue   # render just in time: only once the last frame is on its way (commands apply)
                 t0, wall0 = time.perf_counter(), time.time()
@@ -389,6 +393,7 @@ class LiveSession:
     @handles("loop")
     def _on_loop(self, msg) -> None:
         self.loop_playback = msg.on
+        self._loop_source()
         self.send({"type": "ack", "request": "loop", "on": msg.on})
 
     @handles("key", "input", "autopilot")
@@ -469,29 +474,17 @@ class LiveSession:
 
     def _switch(self, conditioning, transition: int, request: str) -> dict:
         frame = self.rollout.frame_index
-        length = self._loop_length()
-        if length:                       # the whole loop switches, from the next pass on
-            switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
-            self.rollout.schedule, self._loop_passes = switched.now, switched.passes
-        else:
-            self.rollout.schedule = timeline.live_switch(self.rollout.schedule, frame, conditioning, transition)
+        whole_loop = self.timeline.switch(frame, conditioning, transition)
         return {"type": "ack", "request": request, "frame": frame, "transition": transition,
-                "label": conditioning.label(), "whole_loop": bool(length)}
+                "label": conditioning.label(), "whole_loop": whole_loop}
 
-    def _loop_length(self) -> int | None:
-        recorded = len(self.rollout.source) if self.rollout.recorded and self.loop_playback else None
-        return timeline.loop_length(self.rollout.schedule, recorded)
-
-    def _next_pass_if_wrapped(self) -> None:
-        length = self._loop_length()
-        position = self.rollout.frame_index % length if length else 0
-        wrapped, self._loop_position = position < self._loop_position, position
-        if wrapped and self._loop_passes:
-            self.rollout.schedule = self._loop_passes.pop(0)       # the last one (the whole loop) then stays
-            self.send({"type": "timeline", "frame": self.rollout.frame_index, "reason": "next pass of the loop"})
+    def _loop_source(self) -> None:
+        """A recorded source played in a loop makes the timeline loop too (docs/ui.md)."""
+        recorded = self.rollout.recorded and self.loop_playback
+        self.timeline.source_loop = len(self.rollout.source) if recorded else None
 
     def _patch(self, frame: int, conditioning, transition: int) -> dict:
-        self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
+        self.timeline.patch(frame, conditioning, transition)
         return {"type": "ack", "request": "switch", "frame": frame, "transition": transition,
                 "label": conditioning.label()}
 
@@ -501,7 +494,7 @@ class LiveSession:
         except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
             self.errors += 1
             return dc.error_message(exc, "schedule")
-        self.rollout.schedule, self._loop_passes = schedule, []
+        self.timeline.replace(schedule)
         return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
 
     def _set_paused(self, paused: bool) -> dict:
