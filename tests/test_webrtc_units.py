@@ -201,3 +201,29 @@ def test_a_frame_waits_in_the_hand_over_until_its_slot_so_the_next_render_starts
         assert at - t0 >= 0.08, at - t0     # only at frame 1's slot, not as soon as the track asked for a frame
         assert buffer.queued == 0 and buffer.drained
     asyncio.run(run())
+
+
+def test_every_client_message_type_has_exactly_one_handler():
+    from studio.server.session import HANDLERS
+
+    assert sorted(HANDLERS) == sorted(dc.MESSAGE_TYPES)
+    assert len(dc.MESSAGE_TYPES) == len(set(dc.MESSAGE_TYPES)) == len(dc.CLIENT_MODELS)
+
+
+def test_server_messages_keep_their_wire_shape():
+    """docs/datachannel.md and the page read these keys: optional details are left out, not sent as null."""
+    assert dc.Ack(request="loop", on=True).wire() == {"type": "ack", "request": "loop", "on": True}
+    assert dc.error_message(dc.ProtocolError("bad", "seek"), "seek").wire() == {
+        "type": "error", "message": "bad", "where": "seek", "request": "seek"}
+    assert dc.Ended(frame=None, reason="gone").wire() == {"type": "ended", "frame": None, "reason": "gone"}
+    hello = dict(session_id="s", source="demo", renderer="reference", width=32, height=16, fps=30, recorded=False,
+                 frames=None, live=True, codec=None)
+    assert "role" not in dc.Hello(**hello, watch={"key": "k"}).wire()
+    assert "watch" not in dc.Hello(**hello, role="watcher").wire()
+
+
+def test_a_message_built_from_fields_is_checked_like_a_parsed_one():
+    assert dc.build(dc.SetPreset, name="polar", transition=8) == dc.parse_client_message(
+        '{"type": "preset", "name": "polar", "transition": 8}')
+    with pytest.raises(dc.ProtocolError, match=r"^seek message: frame: Input should be greater than or equal to 0"):
+        dc.build(dc.Seek, frame=-1)

@@ -33,8 +33,7 @@ async def admit(session, sdp: str, settings: Settings) -> tuple[Watcher, str]:
         def _on_datachannel(channel) -> None:
             watcher.channel = channel
             channel.on("message", lambda message: audience.on_message(watcher, message))
-            hello = {**session.hello(), "role": "watcher"}
-            hello.pop("watch")  # the key is the owner's to share
+            hello = session.hello(watcher=True)
             channel.on("open", lambda: watcher.send(hello))
             if channel.readyState == "open":
                 watcher.send(hello)
