@@ -57,6 +57,8 @@ class ChannelHandlers:
             self.outbox.refuse(exc, msg.type)
 
     def apply(self, msg: BaseModel) -> None:
+        """A client message model: parsed from the page's text, or built (`dc.build`) by a command from outside
+        the page (OSC), which hears a bad one as its UserError instead of an answer on the channel."""
         HANDLERS[msg.type](self, msg)
 
     def require_recorded(self, what: str) -> None:

@@ -134,14 +134,6 @@ class LiveSession:
         if channel.readyState == "open":
             self.outbox.send(self.hello())
 
-    def handle_message(self, text: str | bytes) -> None:
-        self.handlers.handle(text)
-
-    def control(self, msg) -> None:
-        """A command from outside the page (OSC, REST) as a client message model (`dc.build`): applied like
-        one, but a bad one raises its UserError to the caller instead of answering the page."""
-        self.handlers.apply(msg)
-
     def _on_sent(self, item: OutgoingFrame, sent_at: float) -> None:
         status = self.reports.frame_sent(item, sent_at, state=self.state, queued=self.buffer.queued,
                                          take=self.takes.progress())
