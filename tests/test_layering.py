@@ -101,3 +101,21 @@ def test_the_cycle_finder_sees_a_function_local_cycle(tmp_path, monkeypatch):
 def test_renderer_has_no_import_cycle():
     """Backends import the protocol (renderer.base), never the table of backends that imports them."""
     assert import_cycle("renderer") is None
+
+
+
+def reads_app_state(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "state" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "app" for n in ast.walk(node))
+
+
+def test_no_route_reaches_into_the_app_state():
+    """A route names what it needs (`session: SessionDep`, ...) and a provider (studio.server.deps, the UI's
+    `ui_state`) reads `app.state` for it."""
+    routes = [(path, fn) for folder in ("studio/server", "studio/ui") for path in sorted((ROOT / folder).glob("*.py"))
+              for fn in ast.walk(ast.parse(path.read_text()))
+              if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                  isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in
+                  ("get", "post", "put", "patch", "delete", "websocket") for d in fn.decorator_list)]
+    assert len(routes) > 30
+    assert [f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}" for path, fn in routes if reads_app_state(fn)] == []
