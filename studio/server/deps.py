@@ -2,8 +2,9 @@
 
 A route names what it needs in its signature (`session: SessionDep`, `manager: ManagerDep`, ...) and FastAPI
 hands it over, so no route reaches into the app's state, and /docs shows the path parameter a provider reads.
-`live_session` is the one place a session route gets its session: a check that every session route needs
-(the owner's key, issue 26) belongs there.
+`live_session` is the one place a route gets a session (the session routes, the inspector, WHEP and the watch
+page): a check that every session route needs (the owner's key, issue 26) belongs there, letting through the
+watch routes, which admit a watch key instead (whep_routes.py).
 """
 
 from __future__ import annotations
