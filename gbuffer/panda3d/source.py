@@ -53,16 +53,20 @@ class Panda3DSource(LiveSource):
                 control, self._reset_pending = replace(control, reset=True), False
             return control
 
-    def next_frame(self) -> GBufferFrame:
-        i = self.frame_index
-        due = int((i + 1) * self.tick_hz // self.fps)
+    def advance(self) -> None:
+        """The physics ticks of the next frame, and the camera after them."""
+        due = int((self.frame_index + 1) * self.tick_hz // self.fps)
         while self.ticks < due:
             self.scene.step(self._control())
             self.ticks += 1
         self.scene.follow()
+        self.frame_index += 1
+
+    def next_frame(self) -> GBufferFrame:
+        i = self.frame_index
+        self.advance()
         self.gbuffer.draw()
         data, rgb = self.gbuffer.read()
-        self.frame_index += 1
         return GBufferFrame(i, i / self.fps, data, self.state(), rgb)
 
     def state(self) -> dict[str, Any]:
