@@ -120,6 +120,7 @@ def test_a_known_scene_records_every_channel_within_two_levels(recording):
     ("emission", (), "material 'floor': its surface is a Emission node, not a Principled BSDF"),
     ("good", ("--camera", "Nope"), "--camera: no camera named 'Nope' in the scene; cameras: Cam"),
     ("good", ("--engine", "lux"), "--engine: unknown Blender engine 'lux'"),
+    ("good", ("--size", "32x24"), "--size: is the scene's own with --blender"),
 ])
 def test_scenes_that_cannot_be_recorded_get_one_line_and_exit_2(tmp_path, kind, args, match):
     blend = build_blend(tmp_path / f"{kind}.blend", kind)

@@ -24,6 +24,7 @@ from studio.commands._args import ArgumentError
 
 ENGINES = ("demo",)
 BLENDER_ENGINES = ("cycles", "eevee")
+ENGINE_DEFAULTS = {"size": "832x448", "fps": 30.0, "seed": 0}
 
 
 def register(sub) -> None:
@@ -38,9 +39,10 @@ def register(sub) -> None:
     p.add_argument("--samples", type=int, help="--blender: render samples per pixel (default: the scene's)")
     p.add_argument("-o", "--output", required=True,
                    help="FILE.gbuf.zip, or a directory (ending in /) for official .npy windows")
-    p.add_argument("--size", default="832x448", help="WIDTHxHEIGHT (default 832x448)")
-    p.add_argument("--fps", type=float, default=30.0, help="frames per second of the recording (default 30)")
-    p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    # no argparse defaults: a Blender scene has its own size and rate, and says so when these are given
+    p.add_argument("--size", help="WIDTHxHEIGHT (default 832x448)")
+    p.add_argument("--fps", type=float, help="frames per second of the recording (default 30)")
+    p.add_argument("--seed", type=int, help="world seed (default 0)")
     p.add_argument("--rgb", action="store_true",
                    help="also record the engine's lit beauty pass beside the G-buffer (paired training data)")
     p.set_defaults(func=run)
@@ -99,6 +101,9 @@ def run(args) -> int:
         if getattr(args, option) is not None:
             raise ArgumentError("is for --blender recordings", f"--{option}")
     args.frames = _frame_count(args.frames)
+    for option, default in ENGINE_DEFAULTS.items():
+        if getattr(args, option) is None:
+            setattr(args, option, default)
     if not 0 < args.fps <= 60:
         raise ArgumentError(f"must be above 0 and at most 60, got {args.fps:g}", "--fps")
     width, height = Size.parse(args.size, "--size")
@@ -132,6 +137,9 @@ def run_blender(args) -> int:
                             "--engine")
     if args.rgb:
         raise ArgumentError("is implied by --blender (the combined pass is always recorded)", "--rgb")
+    for option in ("size", "fps", "seed"):
+        if getattr(args, option) is not None:
+            raise ArgumentError("is the scene's own with --blender (set it in Blender)", f"--{option}")
     kind, path = _output_kind(args.output)
     if kind != "gbuf":
         raise ArgumentError(f"a Blender recording is one .gbuf.zip, not a directory of windows: {args.output!r}",
