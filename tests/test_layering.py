@@ -18,7 +18,8 @@ FORBIDDEN = {
     "webrtc": {"studio", "training", "cluster"},
     "cluster": {"webrtc", "studio", "training"},     # render workers: renderer below, the studio above
 }
-OPTIONAL = ("ray", "cluster", "training", "peft", "diffusers", "transformers")
+OPTIONAL = ("ray", "cluster", "training", "peft", "diffusers", "transformers",
+            "panda3d", "bpy", "grpc", "gbuffer.panda3d", "gbuffer.blender")   # the engines extra
 
 
 def imported_packages(path: Path) -> set[tuple[str, int]]:
