@@ -118,11 +118,30 @@ def test_the_baseline_is_never_fitted_on_a_test_recording(random_weights, worlds
     shutil.copytree(held, copy)                                       # the same frames under another name
     assert cli("eval", random_weights, held, "--baselines", "--fit", worlds["train"], copy) == 2
     err = capsys.readouterr().err.strip()
-    assert "renamed holds the same frames as test recording held_a" in err and "\n" not in err, err
+    assert "renamed shares frames with test recording held_a" in err and "\n" not in err, err
     # without --fit the weights must name their training recordings (init-random weights name none)
     assert cli("eval", random_weights, held, "--baselines") == 2
     err = capsys.readouterr().err.strip()
     assert "do not name their training recordings" in err and "--fit" in err and "\n" not in err, err
+    # and a recording the model was trained on is no test recording at all
+    trained = tmp_path / "trained"
+    shutil.copytree(random_weights, trained)
+    (trained / "train_settings.json").write_text(json.dumps({"recordings": [str(held)]}))
+    assert cli("eval", trained, held) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the model was trained on this recording" in err and "\n" not in err, err
+
+
+def test_the_baseline_is_fitted_by_default_on_the_recordings_the_model_names(random_weights, worlds, tmp_path):
+    trained = tmp_path / "trained"
+    shutil.copytree(random_weights, trained)
+    (trained / "train_settings.json").write_text(json.dumps({"recordings": [str(worlds["train"].resolve())]}))
+    report = tmp_path / "eval.json"
+    assert cli("eval", trained, worlds["held_a"], "--baselines", "--frames", 4, "--json", report) == 0
+    result = json.loads(report.read_text())
+    assert result["per_pixel_fit"]["recordings"] == [{"recording": "train", "frames": 24}]
+    assert result["baselines"]["per_pixel"]["frames"] == 4 and set(result["baselines"]["per_pixel_by_prompt"]) \
+        == {"original"}
 
 
 # ---- prompt control, on outputs known in advance ----------------------------------------------------------

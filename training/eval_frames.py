@@ -46,9 +46,9 @@ class HeldOutRecording:
         """Frame i at time i / TARGET_FPS, the time its style target is drawn at (animated effects agree)."""
         return FrameSequence(self.recording, TARGET_FPS, self.name)
 
-    def digest(self) -> str:
-        """Of the G-buffer bytes: two files holding the same frames have the same digest."""
-        return hashlib.sha256(self.recording.gbuffer.numpy().tobytes()).hexdigest()
+    def frame_digests(self) -> set[str]:
+        """One per frame, of its G-buffer bytes: recordings sharing a frame share its digest."""
+        return {hashlib.sha256(g.numpy().tobytes()).hexdigest() for g in self.recording.gbuffer}
 
     def looped(self, frames: int) -> "HeldOutRecording":
         """`frames` frames played forward, backward, forward...: a longer rollout over the same world without

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from prompt_presets.presets import find_preset
+from prompt_presets.resolve import resolve_prompt
 from training.baselines import PerPixelFit, PerPixelMap, codec_reconstruction
 from training.data import DEFAULT_PROMPT, load_recording, prompt_for
 from training.errors import TrainingError
@@ -93,15 +94,22 @@ def render_stream(renderer, source, schedule, seed: int, limit: int | None = Non
                 done += 1
 
 
-def training_recordings(weights: str) -> list[str]:
-    """The recordings `alaya-studio train` names in WEIGHTS_DIR/train_settings.json."""
+def named_training_recordings(weights: str) -> list[str]:
+    """The recordings `alaya-studio train` names in WEIGHTS_DIR/train_settings.json ([] when none are named)."""
     from training.trainer import SETTINGS_FILE
 
-    path = Path(weights) / SETTINGS_FILE
     try:
-        names = json.loads(path.read_text()).get("recordings")
+        names = json.loads((Path(weights) / SETTINGS_FILE).read_text()).get("recordings")
     except (OSError, ValueError, AttributeError):
         names = None
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def training_recordings(weights: str) -> list[str]:
+    """The per-pixel baseline's default fit: the model's own training recordings."""
+    from training.trainer import SETTINGS_FILE
+
+    names = named_training_recordings(weights)
     if not names:
         raise TrainingError("the weights do not name their training recordings (no 'recordings' in "
                             f"{SETTINGS_FILE}): give the per-pixel baseline's --fit RECORDING...", str(weights))
@@ -113,20 +121,20 @@ def training_recordings(weights: str) -> list[str]:
 
 def fit_per_pixel(paths: list[str], tests: list[HeldOutRecording], target_styles: list[str], size, reference,
                   seed: int) -> tuple[dict[str, PerPixelMap], dict]:
-    """One map per target style, fitted on `paths` at the eval size. Refuses a fit recording that is, or holds
-    the same frames as, a test recording."""
+    """One map per target style, fitted on `paths` at the eval size. Refuses a fit recording that is, or shares
+    a frame with, a test recording."""
     test_paths = {t.path.resolve(): t.name for t in tests}
-    test_digests = {t.digest(): t.name for t in tests}
+    test_frames = {d: t.name for t in tests for d in t.frame_digests()}
     fit, used = PerPixelFit(seed=seed), []
     for p in map(Path, paths):
         if p.resolve() in test_paths:
             raise TrainingError(f"{p.name} is also a test recording: a baseline fitted on the frames it is scored "
                                 "on proves nothing", "--fit")
         rec = load_recording(p, *size, ORIGINAL)
-        digest = HeldOutRecording(p, rec, 1.0).digest()
-        if digest in test_digests:
-            raise TrainingError(f"{p.name} holds the same frames as test recording {test_digests[digest]}: a "
-                                "baseline fitted on the frames it is scored on proves nothing", "--fit")
+        shared = [test_frames[d] for d in HeldOutRecording(p, rec, 1.0).frame_digests() if d in test_frames]
+        if shared:
+            raise TrainingError(f"{p.name} shares frames with test recording {shared[0]}: a baseline fitted on the "
+                                "frames it is scored on proves nothing", "--fit")
         picks = np.unique(np.linspace(0, len(rec) - 1, min(FIT_FRAMES, len(rec))).round().astype(int)).tolist()
         for start in range(0, len(picks), BLOCK):
             idx = picks[start:start + BLOCK]
@@ -162,6 +170,10 @@ class Evaluation:
         self.renderer = renderer or create_renderer("flash", weights=o.weights, device=o.device,
                                                     unknown_prompt="presets")
         self.reference = create_renderer("reference") if (o.baselines or o.styles) else None
+        trained_on = {Path(n).resolve() for n in named_training_recordings(o.weights)}
+        for p in map(Path, o.recordings):
+            if p.resolve() in trained_on:
+                raise TrainingError("the model was trained on this recording: score held-out ones", str(p))
         self.tests = [open_held_out(p, o.size, o.frames) for p in o.recordings]
         self.seeds = [o.seed + k for k in range(o.noise_seeds)]
         self.not_computed: dict[str, str] = {}
@@ -196,7 +208,7 @@ class Evaluation:
                     as_tensor = lambda im: torch.from_numpy(im).permute(2, 0, 1)[None].float() / 127.5 - 1  # noqa: E731
                     metrics.add("lpips", float(o.lpips(as_tensor(out), as_tensor(target[i])).mean()))
                 if o.clip is not None:
-                    metrics.add("clip_score", o.clip.score(out, task.prompt))
+                    metrics.add("clip_score", o.clip.score(out, resolve_prompt(task.prompt).text))
                 if fvd is not None:
                     fvd.update(out, target[i])
                 if control is not None:
@@ -338,8 +350,8 @@ class Evaluation:
             result["prompt_control"] = {**control.summary(),
                                         "paraphrases": self.paraphrases() if o.paraphrases else None,
                                         "eight_worlds": self.eight_worlds() if o.eight_worlds else None}
-        else:
-            result["not_computed"]["prompt_control"] = "needs --styles with two or more styles"
+        else:                                       # it needs --styles with two or more styles
+            result["prompt_control"] = None
         return result
 
     def _baselines(self, base: dict[str, dict[str, StreamMetrics]]) -> dict:

@@ -47,6 +47,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frames", type=int, help="score at most this many frames per recording")
     p.add_argument("--codec", metavar="DIR", help="RGB codec for the codec baseline (default: the weights' own)")
     p.add_argument("--device", help="torch device (default: cuda when available)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -94,8 +95,13 @@ def _options(a):
     from training.data import DEFAULT_PROMPT, read_prompt_file
     from training.eval_run import EvalOptions
 
-    if a.frames is not None and a.frames < 1:
-        raise ArgumentError(f"must be at least 1, got {a.frames}", "--frames")
+    for flag, value in (("--frames", a.frames), ("--threads", a.threads)):
+        if value is not None and value < 1:
+            raise ArgumentError(f"must be at least 1, got {value}", flag)
+    if a.threads is not None:
+        import torch
+
+        torch.set_num_threads(a.threads)
     prompts = read_prompt_file(a.prompts)
     if a.prompt != DEFAULT_PROMPT:
         prompts.setdefault("*", a.prompt)
