@@ -187,6 +187,7 @@ class Trainer:
     def __init__(self, recordings: list[str], out: str | Path, s: TrainSettings, resume: bool = False,
                  progress: bool = True):
         self.s = s
+        self.recordings = [str(Path(p).resolve()) for p in recordings]   # eval fits its baseline on these
         self.config = check_settings(s)
         self.out = bookkeeping.check_output_dir(out)
         self.dist = distributed.setup()
@@ -267,7 +268,8 @@ class Trainer:
 
         s = self.s
         if self.dist.is_main:
-            (self.out / SETTINGS_FILE).write_text(json.dumps(self.s.to_json(), indent=2))
+            (self.out / SETTINGS_FILE).write_text(json.dumps({**self.s.to_json(), "recordings": self.recordings},
+                                                             indent=2))
         bar = tqdm(total=s.steps, initial=self.step, desc="train", unit="step", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         t0, done, last = time.perf_counter(), 0, {}
