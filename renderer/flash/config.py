@@ -69,6 +69,10 @@ class FlashConfig:
     timestep_shift: float = Field(5.0, gt=0)
     sigma_max: float = Field(1.0, gt=0, le=1)
     sampler_update: SamplerUpdate = "euler"
+    # mean flow (training/objective.py): a second timestep embedding for the interval t - r, zero-initialised, so
+    # the transformer predicts the average velocity over [r, t]; the sampler's steps become jumps. Off for the
+    # official checkpoint (one timestep embedding); on only for weights trained with `--objective meanflow`.
+    interval_embedding: bool = False
 
     @property
     def in_channels(self) -> int:
