@@ -101,8 +101,9 @@ class SessionManager:
             except RendererFull as exc:   # every render worker is full: 503 with Retry-After, as a full studio
                 self.sessions_refused += 1
                 raise StudioFull(str(exc)) from None
-            session = LiveSession(session_id, plan, source, render_session, peer_connection(self.settings.ice,
-                                  session_id), loop=loop, stamp=req.stamp, loop_playback=req.loop,
+            peer = peer_connection(self.settings.ice, session_id)
+            session = LiveSession(session_id, plan, source, render_session, peer, loop=loop, stamp=req.stamp,
+                                  loop_playback=req.loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
                                   offered_at=offered_at, takes=self.settings.takes,
                                   max_watchers=self.settings.max_watchers, on_ended=self._end_soon)
