@@ -1,5 +1,6 @@
 """The live timeline (studio/schedule/live.py), without a server: the rules the studio page relies on (docs/ui.md)
-— a live switch on a loop takes the whole loop, live switches close together coalesce into one block — and its
+— a live switch on a loop takes the whole loop, live switches close together coalesce into one block, past the
+end of a fixed-length schedule the last segment holds and live switches extend it — and its
 edits as the rollout sees them, frame by frame."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from prompt_presets import Conditioning, resolve_prompt
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.rollout import Rollout
-from studio.schedule import Schedule, ScheduleError
+from studio.schedule import Schedule
 from studio.schedule.live import LiveTimeline
 
 
@@ -85,16 +86,58 @@ def test_a_patch_lands_where_it_is_put_and_a_replace_drops_the_passes_to_come():
     assert {c.label() for c in play(looping, [*range(12, 16), *range(16)])} == {"infrared"}
 
 
-def test_a_switch_past_the_end_of_a_fixed_length_schedule_is_refused_and_changes_nothing():
-    fixed = Schedule.from_json({"version": 1, "length": 100, "segments": [{"start": 0, "prompt": "polar"}]})
-    timeline = LiveTimeline(fixed)
-    with pytest.raises(ScheduleError, match=r"segments\[1\]\.start: 150 is at or past the schedule's length"):
-        timeline.switch(150, cond("volcano"), 0)
-    with pytest.raises(ScheduleError, match="at or past the schedule's length"):
-        timeline.patch(100, cond("volcano"), 0)
-    assert timeline.schedule is fixed
+def fixed(length: int, *segments: tuple[int, str]) -> Schedule:
+    return Schedule.from_json({"version": 1, "length": length,
+                               "segments": [{"start": start, "prompt": name} for start, name in segments]})
+
+
+def test_past_the_end_the_last_segment_holds_and_a_live_switch_extends_the_timeline():
+    timeline = LiveTimeline(fixed(100, (0, "polar"), (50, "infrared")))
+    assert play(timeline, [99, 100, 150])[-1].label() == "infrared"        # the last segment holds
+    assert timeline.switch(150, cond("volcano"), 10) is False               # never refused
+    assert timeline.schedule.boundaries() == (0, 50, 150) and timeline.schedule.length == 160
+    played = play(timeline, range(150, 170))
+    assert weight(played[0], "volcano") < 1 and {c.label() for c in played[10:]} == {"volcano"}
+    timeline.switch(400, cond("cyberpunk"), 0)                              # again, far past the new end
+    assert timeline.schedule.boundaries() == (0, 50, 150, 400) and timeline.schedule.length == 401
+    assert timeline.conditioning_at(1000).label() == "cyberpunk"
+    timeline.patch(500, cond("polar"), 0)                                   # the timeline editor's switches too
+    assert timeline.schedule.boundaries()[-1] == 500 and timeline.conditioning_at(500).label() == "polar"
+
+
+def test_a_switch_within_the_length_leaves_the_length_alone():
+    timeline = LiveTimeline(fixed(100, (0, "polar")))
     timeline.patch(99, cond("volcano"), 0)                                  # the last frame is still in
-    assert timeline.conditioning_at(99).label() == "volcano"
+    assert timeline.schedule.length == 100 and timeline.conditioning_at(99).label() == "volcano"
+
+
+def test_a_schedule_applied_after_its_length_has_passed_begins_at_the_frame_on_screen():
+    eight = fixed(637, *((80 * k, name) for k, name in enumerate(
+        ["cyberpunk", "volcano", "sandstorm", "polar", "vaporwave", "holy_gold", "deep_sea", "infrared"])))
+    timeline = LiveTimeline(Schedule.single("polar"))
+    timeline.replace(eight, now=700)
+    assert timeline.schedule.length == 637 + 700
+    assert timeline.schedule.boundaries() == (0, *(700 + 80 * k for k in range(1, 8)))
+    worlds = [timeline.conditioning_at(700 + 80 * k + 40).label() for k in range(8)]
+    assert worlds == [seg.prompts[0].preset for seg in eight.segments]       # the whole cycle is seen, from now
+    assert timeline.conditioning_at(700).label() == "cyberpunk"
+
+
+@pytest.mark.parametrize("schedule, now", [
+    (fixed(637, (0, "polar"), (80, "volcano")), 300),                       # within its length: as it is
+    (Schedule.from_json({"version": 1, "length": 90, "loop": True, "segments": [{"start": 0, "prompt": "polar"}]}), 900),
+    (Schedule.single("volcano"), 900)])                                      # open-ended
+def test_within_its_length_on_a_loop_or_open_ended_a_schedule_applies_as_it_is(schedule, now):
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    timeline.replace(schedule, now=now)
+    assert timeline.schedule is schedule
+
+
+def test_an_edit_of_the_schedule_that_plays_is_never_shifted():
+    played_out = fixed(100, (0, "polar"), (50, "infrared"))
+    timeline = LiveTimeline(played_out)
+    timeline.replace(played_out)                                            # an edit sent at frame 700: no `now`
+    assert timeline.schedule is played_out
 
 
 def test_a_rollout_renders_what_the_live_timeline_says(tmp_path):

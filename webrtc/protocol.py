@@ -60,6 +60,9 @@ class SetSchedule(_Message):
     type: Literal["schedule"]
     schedule: dict[str, Any] | None = None
     text: str | None = Field(None, max_length=200_000)
+    # true when the visitor applies a whole schedule (not an edit of the one playing): one whose length has
+    # already passed then begins at the frame on screen (docs/ui.md, "Past the end")
+    from_now: bool = False
 
 
 class PatchSchedule(_Message):

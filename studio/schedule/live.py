@@ -4,7 +4,8 @@ A rollout asks it `conditioning_at(frame)` like any schedule (`studio.rollout.Co
 - `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block; on a
   loop the switch takes the whole loop, from the next pass on.
 - `patch`: a switch placed at a timeline frame (the timeline editor's), future or past.
-- `replace`: a whole new schedule.
+- `replace`: a whole new schedule; one the visitor applies after its length has passed begins at the frame on
+  screen (`begun_at`).
 - `advance`: the playhead reached `frame`; on a loop's wrap the next pass's schedule takes over.
 
 Not thread-safe: a session's worker is its one writer (edits apply between chunks). Readers on other threads
@@ -13,10 +14,7 @@ read `schedule`, which is replaced whole.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 from prompt_presets import Conditioning
-from studio.schedule.errors import ScheduleError
 from studio.schedule.model import Schedule
 
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
@@ -59,8 +57,10 @@ class LiveTimeline:
         """A switch at timeline `frame` (wrapped into a looping schedule); the passes to come are unchanged."""
         self.schedule = self._switched(self.schedule, self._wrapped(frame), conditioning, transition)
 
-    def replace(self, schedule: Schedule) -> None:
-        self.schedule, self._passes = schedule, []
+    def replace(self, schedule: Schedule, now: int | None = None) -> None:
+        """A whole new schedule. `now`: the frame on screen, when the visitor applies a whole schedule (Eight
+        worlds, Load, Import) rather than editing the one that plays: see `begun_at`."""
+        self.schedule, self._passes = (schedule if now is None else begun_at(schedule, now)), []
 
     def advance(self, frame: int) -> bool:
         """The next frame to play is `frame`; → True when that began a new pass with a schedule of its own."""
@@ -90,8 +90,8 @@ class LiveTimeline:
 
     @staticmethod
     def _switched(schedule: Schedule, frame: int, conditioning: Conditioning, transition: int) -> Schedule:
-        refuse_past_the_end(schedule, frame)
-        return schedule.switch_at(frame, conditioning, transition, mode=conditioning.mode)
+        return past_the_end(schedule, frame, transition).switch_at(frame, conditioning, transition,
+                                                                  mode=conditioning.mode)
 
     def _loop_switch(self, position: int, length: int, conditioning: Conditioning,
                      transition: int) -> tuple[Schedule, list[Schedule]]:
@@ -111,10 +111,25 @@ class LiveTimeline:
         return now, [*passes, whole]
 
 
-def refuse_past_the_end(schedule: Schedule, frame: int) -> None:
-    """The one rule for a switch past the end of a fixed-length schedule that does not loop: refused, as the
-    schedule format refuses a segment starting at or past its length (same message)."""
-    if schedule.length is not None and not schedule.loop and frame >= schedule.length:
-        index = bisect_left(schedule.boundaries(), frame)       # where the new segment would have gone
-        raise ScheduleError(f"segments[{index}].start: {frame} is at or past the schedule's length "
-                            f"({schedule.length} frames)")
+def past_the_end(schedule: Schedule, frame: int, transition: int) -> Schedule:
+    """The one rule past the end of a fixed-length schedule that does not loop (docs/ui.md, "Past the end"): there
+    the last segment holds, and a switch placed there is never refused: it extends the schedule, whose length
+    grows to the switch's frame plus its transition (at least one frame), so the switch plays in full and
+    holds. → the schedule the switch is made on (the same one when `frame` is within its length)."""
+    if schedule.length is None or schedule.loop or frame < schedule.length:
+        return schedule
+    return Schedule.build({**schedule.to_json(), "length": frame + max(transition, 1)})
+
+
+def begun_at(schedule: Schedule, now: int) -> Schedule:
+    """A fixed-length schedule applied at frame `now`, at or past its length, would only show its last segment
+    (the eight-world cycle never seen): it begins now instead, every segment after the first `now` frames
+    later (the first one plays from frame 0 until then) and its length as much longer. Within its length, or
+    on a loop, it plays as it is, from where the playhead is in it."""
+    if schedule.length is None or schedule.loop or now < schedule.length:
+        return schedule
+    doc = schedule.to_json()
+    first, *rest = doc["segments"]
+    return Schedule.build({**doc, "length": schedule.length + now,
+                           "segments": [first, *({**seg, "start": seg["start"] + now} for seg in rest)]},
+                          "schedule")

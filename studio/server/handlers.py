@@ -113,8 +113,9 @@ def replace_schedule(h: ChannelHandlers, msg) -> None:
         except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
             h.outbox.refuse(exc, "schedule")
             return None
-        h.session.timeline.replace(schedule)
-        return dc.Ack(request="schedule", frame=h.session.rollout.frame_index)
+        frame = h.session.rollout.frame_index
+        h.session.timeline.replace(schedule, now=frame if msg.from_now else None)
+        return dc.Ack(request="schedule", frame=frame)
     h.worker.submit(command)
 
 

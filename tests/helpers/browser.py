@@ -55,6 +55,24 @@ def server_schedule(server, page) -> dict:
     return httpx.get(f"{server.url}/api/sessions/{sid}/schedule").json()
 
 
+def message(page) -> str:
+    return page.locator("#alaya-message").inner_text()
+
+
+def settled(page) -> None:
+    """Wait until the session answered every schedule the page sent and the page shows the session's own."""
+    page.wait_for_function("""async () => { const s = window.alayaStudio;
+        if (s.pendingSchedules) return false;
+        const doc = await (await fetch(`/api/sessions/${s.sessionId}/schedule`)).json();
+        return JSON.stringify(doc) === JSON.stringify(s.timeline.doc); }""", timeout=30_000)
+
+
+def record_statuses(page) -> None:
+    page.evaluate("""() => { const s = window.alayaStudio; s.seen = [];
+        if (!s.realOnStatus) { s.realOnStatus = s.onStatus;
+            s.onStatus = function (m) { this.seen.push([m.frame, m.label]); return this.realOnStatus(m); }; } }""")
+
+
 def open_studio(browser, server, query: str = "", **kw):
     """A new studio page, once its video plays."""
     page = browser.new_page(viewport={"width": 1280, "height": 900}, **kw)

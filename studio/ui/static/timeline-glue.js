@@ -50,7 +50,15 @@ export const timelineGlue = {
     if (!this.pendingSchedules) this.pullSchedule();
   },
   applySchedule(doc) {
-    if (this.$("tl-live").checked) this.send({ type: "schedule", schedule: doc });
+    if (!this.$("tl-live").checked) return;
+    this.send({ type: "schedule", schedule: doc, ...(this.applyingWhole && { from_now: true }) });
+  },
+  // A whole schedule the visitor applies (Eight worlds, Load…, Import), not an edit of the one that plays: sent
+  // with `from_now`, so one whose length has already passed begins at the frame on screen (docs/ui.md, "Past the
+  // end") instead of holding its last block.
+  applyWhole(doc) {
+    this.applyingWhole = true;
+    try { this.timeline.set(doc); } finally { this.applyingWhole = false; }
   },
   // A new source starts from its own schedule: the style on screen, nothing else (the previous source's
   // switches are that source's). The old timeline stays one Undo away.
@@ -71,7 +79,7 @@ export const timelineGlue = {
 
   async importText(text) {
     try {
-      this.timeline.set(await api("POST", "/api/ui/schedule/import", { text }));
+      this.applyWhole(await api("POST", "/api/ui/schedule/import", { text }));
       this.say("schedule imported", { ok: true, kind: "timeline" });
     } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
@@ -122,7 +130,7 @@ export const timelineGlue = {
     on("tl-redo", "click", () => tl.redo());
     on("tl-apply", "click", () => this.send({ type: "schedule", schedule: tl.doc }));
     on("tl-eight", "click", async () => {
-      try { tl.set(await api("GET", "/api/ui/schedules/eight_worlds")); }
+      try { this.applyWhole(await api("GET", "/api/ui/schedules/eight_worlds")); }
       catch (err) { this.say(err.message, { kind: "timeline" }); }
     });
     on("tl-save", "click", () => this.exportJson());

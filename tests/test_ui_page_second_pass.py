@@ -1,0 +1,61 @@
+"""The studio page as a visitor meets it, second pass (issue 28), in Debian's Chromium against a running studio:
+a timeline that has played out never locks the style controls, and what the page says matches what happened.
+One page for the module, shared by its tests in order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, page, server,  # noqa: F401
+                             message, record_statuses, server_schedule, settled, status, wait_until)
+
+pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
+
+
+def import_schedule(page, doc: dict) -> None:
+    page.locator("#tl-import-text").evaluate("t => t.closest('details').open = true")
+    page.fill("#tl-import-text", json.dumps(doc))
+    page.click("#tl-import")
+    wait_until(lambda: message(page) == "schedule imported", 20, lambda: f"the import failed: {message(page)!r}")
+    settled(page)
+
+
+def fixed(length: int, *segments: tuple[int, str]) -> dict:
+    return {"version": 1, "fps": 30, "length": length,
+            "segments": [{"start": start, "prompts": [{"preset": name}]} for start, name in segments]}
+
+
+def played_past(page, frame: int) -> None:
+    page.wait_for_function(f"window.alayaStudio.lastStatus?.frame > {frame}", timeout=120_000)
+
+
+def test_a_played_out_timeline_never_locks_the_style_controls(page, server):
+    page.fill("#alaya-transition", "0")
+    import_schedule(page, fixed(30, (0, "polar"), (15, "vaporwave")))
+    length = server_schedule(server, page)["length"]
+    played_past(page, length + 40)      # past the end, and past coalescing with the last block: it holds
+    assert status(page).get("label") == "vaporwave"
+    page.click(".alaya-tile[data-preset=cyberpunk]")
+    wait_until(lambda: status(page).get("label") == "cyberpunk", 20,
+               lambda: f"the tile was not shown: {status(page).get('label')!r}, message {message(page)!r}")
+    assert "past" not in message(page), message(page)
+    segments = server_schedule(server, page)["segments"]
+    assert segments[-1]["prompts"] == [{"preset": "cyberpunk", "weight": 1.0}] and segments[-1]["start"] > length, (
+        segments, length)
+    page.keyboard.press("2")                                       # the hotkeys too
+    hotkey = page.evaluate("window.alayaStudio.hotkeyPresets[1].name")
+    wait_until(lambda: status(page).get("label") == hotkey, 20, lambda: f"key 2 was not shown: {message(page)!r}")
+
+
+def test_a_schedule_applied_after_its_length_has_passed_plays_from_its_first_block(page, server):
+    played_past(page, 60)
+    record_statuses(page)
+    applied_at = status(page)["frame"]
+    import_schedule(page, fixed(60, (0, "polar"), (30, "infrared")))
+    schedule = server_schedule(server, page)
+    assert schedule["segments"][1]["start"] > applied_at and schedule["length"] > applied_at + 30, schedule
+    wait_until(lambda: status(page).get("label") == "infrared", 60, "the second block never came")
+    labels = [label for _, label in page.evaluate("window.alayaStudio.seen")]
+    assert "polar" in labels[:labels.index("infrared")], labels       # its first block was seen first
