@@ -59,3 +59,22 @@ def test_a_schedule_applied_after_its_length_has_passed_plays_from_its_first_blo
     wait_until(lambda: status(page).get("label") == "infrared", 60, "the second block never came")
     labels = [label for _, label in page.evaluate("window.alayaStudio.seen")]
     assert "polar" in labels[:labels.index("infrared")], labels       # its first block was seen first
+
+
+def test_the_render_status_never_contradicts_the_button(page):
+    """While a render runs, the status beside the button never still reports the last render as done."""
+    page.fill("#tl-render-frames", "8")
+    link = page.locator("#tl-render-link")
+    for _ in range(2):
+        page.evaluate("""() => { const s = window.alayaStudio; s.renderSeen = [];
+            const b = document.querySelector('#tl-render'), st = document.querySelector('#tl-render-status');
+            const note = () => s.renderSeen.push([b.textContent, st.textContent]);
+            s.renderWatch?.disconnect();
+            s.renderWatch = new MutationObserver(note);
+            for (const el of [b, st]) s.renderWatch.observe(el, {childList: true, characterData: true, subtree: true});
+            b.click(); note(); }""")
+        wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90, "the render never finished")
+        assert page.locator("#tl-render-status").inner_text().startswith("done: 8 frames")
+        seen = page.evaluate("window.alayaStudio.renderSeen")
+        both = [(b, st) for b, st in seen if b.startswith("Rendering") and st.startswith("done")]
+        assert not both, both

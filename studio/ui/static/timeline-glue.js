@@ -100,7 +100,8 @@ export const timelineGlue = {
     const size = this.hello ? `${this.hello.width}x${this.hello.height}` : this.size;
     const button = this.$("tl-render"), bar = this.$("tl-render-progress"), status = this.$("tl-render-status");
     const link = this.$("tl-render-link");
-    link.hidden = true; button.disabled = true; button.textContent = "Rendering…";
+    // the status beside the button says one thing at a time: the last render's result goes when a new one starts
+    link.hidden = true; button.disabled = true; button.textContent = "Rendering…"; status.textContent = "";
     try {
       let job = await api("POST", "/api/ui/renders", { schedule: this.timeline.doc, source: this.source, frames, size });
       bar.hidden = false;
