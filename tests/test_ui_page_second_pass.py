@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, page, server,  # noqa: F401
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, open_studio, page, server,  # noqa: F401
                              message, record_statuses, server_schedule, settled, status, wait_until)
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
@@ -78,3 +78,41 @@ def test_the_render_status_never_contradicts_the_button(page):
         seen = page.evaluate("window.alayaStudio.renderSeen")
         both = [(b, st) for b, st in seen if b.startswith("Rendering") and st.startswith("done")]
         assert not both, both
+
+
+def outlined(page) -> list[str]:
+    return page.evaluate("[...document.querySelectorAll('.alaya-tile.active')].map(t => t.dataset.preset)")
+
+
+def test_the_controls_show_what_plays_not_what_was_set_before(browser, server):
+    page = open_studio(browser, server)
+    try:
+        playing = wait_until(lambda: status(page).get("label"), 20, "no status")
+        wait_until(lambda: page.input_value("#alaya-blend-a") == playing, 20,   # at load: the blend starts from it
+                   lambda: f"the blend names {page.input_value('#alaya-blend-a')!r} while {playing!r} plays")
+        assert page.input_value("#alaya-blend-b") != playing
+        page.fill("#alaya-transition", "0")
+
+        page.fill("#alaya-prompt", "lava")
+        page.press("#alaya-prompt", "Enter")
+        match = page.locator("#alaya-prompt-match")
+        wait_until(lambda: match.inner_text() == "preset volcano", 20, "no match line")
+        page.fill("#alaya-prompt", "")                                  # cleared: the line described nothing
+        assert match.inner_text() == ""
+        page.fill("#alaya-prompt", "lava")
+        page.press("#alaya-prompt", "Enter")
+        wait_until(lambda: match.inner_text() == "preset volcano", 20, "no match line")
+        page.click(".alaya-tile[data-preset=polar]")                    # a tile: the prompt no longer plays
+        assert match.inner_text() == ""
+
+        page.select_option("#alaya-blend-a", "polar")
+        page.select_option("#alaya-blend-b", "infrared")
+        page.locator("#alaya-blend").fill("25")
+        wait_until(lambda: status(page).get("label") == "polar 0.75 + infrared 0.25", 20, "the blend never played")
+        wait_until(lambda: outlined(page) == [], 10, lambda: f"{outlined(page)} outlined during a blend")
+        page.click(".alaya-tile[data-preset=cyberpunk]")                # a tile after a blend
+        assert page.input_value("#alaya-blend") == "0" and page.input_value("#alaya-blend-a") == "cyberpunk"
+        wait_until(lambda: status(page).get("label") == "cyberpunk" and outlined(page) == ["cyberpunk"], 20,
+                   lambda: f"{outlined(page)} outlined while {status(page).get('label')!r} plays")
+    finally:
+        page.close()

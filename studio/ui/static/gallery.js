@@ -20,11 +20,19 @@ export const gallery = {
   setPreset(name) {
     this.send({ type: "preset", name, transition: this.transition() });
     this.markActive(name);
+    this.$("alaya-prompt-match").textContent = "";      // it described the prompt box's text, no longer playing
+    this.blendTouched = false;
+    this.blendFrom(name);
   },
-  markActive(name) {
-    if (name === this.activePreset) return;
+  // `name`: the dominant preset of the frame on screen; its tile is outlined only while that preset plays alone
+  // (`alone`), not while a blend of it with another style plays.
+  markActive(name, alone = true) {
     this.activePreset = name;
-    for (const t of this.root.querySelectorAll(".alaya-tile")) t.classList.toggle("active", t.dataset.preset === name);
+    const outlined = alone ? name : null;
+    if (outlined === this.outlined) return;
+    this.outlined = outlined;
+    for (const t of this.root.querySelectorAll(".alaya-tile")) t.classList.toggle("active", t.dataset.preset === outlined);
+    if (outlined && !this.blendTouched) this.blendFrom(outlined);
   },
   // Under the prompt box: which preset the text names, or which presets free text renders as.
   async showMeaning(text) {
@@ -43,6 +51,15 @@ export const gallery = {
       for (const p of this.presets) sel.add(new Option(p.title, p.name));
       sel.selectedIndex = k;
     }
+    // the visitor's own blend stays as they set it; until they touch it, it starts from the style on screen
+    for (const id of ["alaya-blend", "alaya-blend-a", "alaya-blend-b"])
+      this.$(id).addEventListener("input", () => { this.blendTouched = true; });
+  },
+  // The blend as a starting point from `name`: it on the left, the slider at 0, another style on the right.
+  blendFrom(name) {
+    const a = this.$("alaya-blend-a"), b = this.$("alaya-blend-b");
+    a.value = name; this.$("alaya-blend").value = 0;
+    if (b.value === name) b.value = (this.hotkeyPresets.find((p) => p.name !== name) || this.presets[0]).name;
   },
   sendBlend() {
     const t = this.$("alaya-blend").value / 100;

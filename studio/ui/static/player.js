@@ -141,7 +141,7 @@ export const player = {
     this.timeline.setPlayhead(at);
     this.$("tl-now").textContent = `· now frame ${at}, block #${this.timeline.blockAt(at)}`;
     const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
-    this.markActive(top && top.preset);
+    this.markActive(top && top.preset, m.prompts.length === 1);
     this.chartStatus(m);
   },
 };

@@ -68,6 +68,7 @@ class Studio {
       const text = this.$("alaya-prompt").value.trim();
       if (text && this.send({ type: "prompt", text, transition: this.transition() })) this.showMeaning(text);
     });
+    on("alaya-prompt", "input", (ev) => { if (!ev.target.value.trim()) this.$("alaya-prompt-match").textContent = ""; });
     let blendTimer = null;
     on("alaya-blend", "input", () => { clearTimeout(blendTimer); blendTimer = setTimeout(() => this.sendBlend(), 120); });
     on("alaya-blend-a", "change", () => this.sendBlend());
