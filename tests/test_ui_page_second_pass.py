@@ -5,6 +5,7 @@ One page for the module, shared by its tests in order."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -116,3 +117,22 @@ def test_the_controls_show_what_plays_not_what_was_set_before(browser, server):
                    lambda: f"{outlined(page)} outlined while {status(page).get('label')!r} plays")
     finally:
         page.close()
+
+
+def test_messages_speak_of_what_the_visitor_did_with_plurals_right(page):
+    page.locator("#alaya-timeline-panel").scroll_into_view_if_needed()
+    box = page.locator(".tl-ruler").bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 3, box["y"] + box["height"] / 2)   # a seek, on a live engine
+    wait_until(lambda: "ruler" in message(page), 20, lambda: f"the refused seek said {message(page)!r}")
+    assert "'seek'" not in message(page) and "no past" in message(page)
+    stats_line = lambda: page.locator("#alaya-status").inner_text()                # noqa: E731
+    refused = wait_until(lambda: re.search(r"(\d+) (requests?) refused", stats_line()), 20,
+                         lambda: f"the stats line counts no refusal: {stats_line()!r}")
+    assert (refused[2] == "request") == (refused[1] == "1") and "errors" not in stats_line()
+    page.evaluate("""() => window.alayaStudio.timeline.set(
+        {version: 1, fps: 30, segments: [{start: 0, prompts: [{preset: "polar"}]}]})""")
+    page.click(".tl-block[data-index='0']")
+    assert page.locator("#tl-info").inner_text().startswith("1 block · open-ended")
+    page.evaluate("""() => window.alayaStudio.onMessage({type: "error", request: "schedule",
+        message: "segments[2].transition.frames: 700 is longer than the whole schedule (600 frames)"})""")
+    assert message(page) == "block 3, transition frames: 700 is longer than the whole schedule (600 frames)"

@@ -1,6 +1,7 @@
 // The player: the session's WebRTC peer connection, its data channel (docs/datachannel.md) and what the
 // server reports on it. Mixed into the Studio (studio.js): `this` is the page.
 import { api } from "./api.js";
+import { refusal } from "./words.js";
 
 const ICE_GATHER_MS = 3000;
 const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
@@ -118,7 +119,7 @@ export const player = {
       case "timeline": this.pullSchedule(); break;     // the session moved on, e.g. the next pass of a loop
       case "stats": this.onStats(m); break;
       case "error":
-        this.say(m.message, { kind: messageKind(m.request) });
+        this.say(refusal(m), { kind: messageKind(m.request) });
         if (m.request === "schedule") this.scheduleSettled();
         break;
       case "ended":

@@ -1,6 +1,7 @@
 // Stats: FPS, latency and per-stage ms/frame charts from the per-frame status, and the `stats` line.
 // Mixed into the Studio (studio.js).
 import { LineChart } from "./charts.js";
+import { plural } from "./words.js";
 
 const STATS_MS = 2000, DRAW_MS = 250;
 
@@ -25,6 +26,7 @@ export const stats = {
   },
   onStats(m) {
     this.statsLine = `${m.codec || "?"} · ${m.bitrate ? (m.bitrate / 1e6).toFixed(2) + " Mbit/s" : ""} · first frame ` +
-      `${m.time_to_first_frame_ms ?? "–"} ms · ${m.frames_sent} frames sent · ${m.errors} errors`;
+      `${m.time_to_first_frame_ms ?? "–"} ms · ${plural(m.frames_sent, "frame")} sent` +
+      (m.errors ? ` · ${plural(m.errors, "request")} refused` : "");
   },
 };

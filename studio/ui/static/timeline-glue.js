@@ -2,6 +2,7 @@
 // recorded switches, import/export and render-to-MP4. Mixed into the Studio (studio.js).
 import { api, sleep } from "./api.js";
 import { Timeline, promptName } from "./timeline.js";
+import { plural } from "./words.js";
 
 const RENDER_POLL_MS = 500;
 
@@ -24,7 +25,7 @@ export const timelineGlue = {
         }
         const doc = this.timeline.doc;
         const span = doc.length ? `${doc.length} frames` : "open-ended";
-        this.$("tl-info").textContent = `${doc.segments.length} segments · ${span} · ${doc.fps} fps` +
+        this.$("tl-info").textContent = `${plural(doc.segments.length, "block")} · ${span} · ${doc.fps} fps` +
           `${doc.loop ? " · loop" : ""} · selected #${i}, starts at frame ${seg.start}` +
           (this.timeline.noteText ? ` · ${this.timeline.noteText}` : "");
         this.loopButton();
