@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, open_studio, page, server,  # noqa: F401
-                             message, record_statuses, server_schedule, settled, status, wait_until)
+                             message, play_upload, record_statuses, server_schedule, settled, status, wait_until)
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
 
@@ -136,3 +137,25 @@ def test_messages_speak_of_what_the_visitor_did_with_plurals_right(page):
     page.evaluate("""() => window.alayaStudio.onMessage({type: "error", request: "schedule",
         message: "segments[2].transition.frames: 700 is longer than the whole schedule (600 frames)"})""")
     assert message(page) == "block 3, transition frames: 700 is longer than the whole schedule (600 frames)"
+
+
+def test_driving_is_offered_only_where_it_works(page, tmp_path):
+    hint = page.locator("#alaya-drive-hint")
+    assert hint.is_visible() and "click the picture to drive" in hint.inner_text()      # the live engine
+    path = tmp_path / "clip8.npy"
+    np.save(path, np.random.default_rng(8).integers(0, 256, (8, 5, 32, 48, 3), dtype=np.uint8))
+    spy = "window.alayaStudio.sent"
+    page.evaluate(f"() => {{ const s = window.alayaStudio; {spy} = []; const real = s.send.bind(s); "
+                  f"s.send = (m) => ({spy}.push(m), real(m)); }}")
+    play_upload(page, path)
+    assert not hint.is_visible()
+    page.click("#alaya-video")
+    page.keyboard.press("ArrowUp")
+    assert not page.evaluate("window.alayaStudio.driving")
+    assert page.evaluate(f"{spy}.filter(m => m.type === 'key').length") == 0 and "needs a live" not in message(page)
+    page.select_option("#alaya-source", "engine")
+    wait_until(lambda: page.evaluate("window.alayaStudio.hello?.live") and hint.is_visible(), 30,
+               "back on the engine, driving is not offered")
+    page.click("#alaya-video")
+    assert page.evaluate("window.alayaStudio.driving")
+    page.keyboard.press("Escape")

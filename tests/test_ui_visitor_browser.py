@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, open_studio, page, server,  # noqa: F401
-                             message, record_statuses, server_schedule, sessions_end_with_the_block, settled, status,
+                             message, play_upload, record_statuses, server_schedule, sessions_end_with_the_block, settled, status,
                              wait_until)
 from studio.schedule import Schedule
 
@@ -196,13 +196,6 @@ def test_studio_player_and_docs_work_without_internet_and_have_a_favicon(browser
 def recent_labels(page, n: int) -> set[str] | None:
     seen = page.evaluate("window.alayaStudio.seen")
     return {label for _, label in seen[-n:]} if len(seen) >= n else None
-
-
-def play_upload(page, path) -> None:
-    page.set_input_files("#alaya-upload", str(path))
-    wait_until(lambda: page.evaluate("window.alayaStudio.hello?.source") == f"uploads/{path.name}", 30,
-               lambda: f"the upload did not play: {message(page)!r}")
-    wait_until(lambda: status(page).get("frame", 0) > 2, 30, "the uploaded sequence did not play")
 
 
 def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, server, tmp_path):

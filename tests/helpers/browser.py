@@ -73,6 +73,13 @@ def record_statuses(page) -> None:
             s.onStatus = function (m) { this.seen.push([m.frame, m.label]); return this.realOnStatus(m); }; } }""")
 
 
+def play_upload(page, path) -> None:
+    page.set_input_files("#alaya-upload", str(path))
+    wait_until(lambda: page.evaluate("window.alayaStudio.hello?.source") == f"uploads/{path.name}", 30,
+               lambda: f"the upload did not play: {message(page)!r}")
+    wait_until(lambda: status(page).get("frame", 0) > 2, 30, "the uploaded sequence did not play")
+
+
 def open_studio(browser, server, query: str = "", **kw):
     """A new studio page, once its video plays."""
     page = browser.new_page(viewport={"width": 1280, "height": 900}, **kw)

@@ -8,7 +8,15 @@ const IDLE_HINT = "click the picture to drive · arrows/WASD · space brake · R
 const DRIVING_HINT = "you drive · arrows/WASD steer · space brake · R reset · Esc or a click elsewhere: autopilot";
 
 export const drive = {
+  // Driving works on a live source only (the session's hello says `live`): elsewhere the hint is hidden and a
+  // click on the picture does nothing, rather than enter a "you drive" mode whose first key is refused.
+  setDrivable(on) {
+    this.drivable = on;
+    this.$("alaya-drive-hint").hidden = !on;
+    if (!on) this.drive(false);
+  },
   drive(on) {
+    if (on && !this.drivable) return;
     if (on === this.driving) return;
     this.driving = on;
     this.$("alaya-stage").classList.toggle("driving", on);

@@ -79,7 +79,7 @@ export const player = {
   disconnect() {
     if (this.pc) this.pc.close();
     this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
-    this.pendingSchedules = 0; this.setPaused(false); this.setRecording(false);
+    this.pendingSchedules = 0; this.setPaused(false); this.setRecording(false); this.setDrivable(false);
   },
   reconnectSoon() {
     if (this.reconnectTimer) return;
@@ -96,7 +96,7 @@ export const player = {
   onMessage(m) {
     switch (m.type) {
       case "hello":
-        this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null);
+        this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); this.setDrivable(!!m.live);
         if (this.measuring) this.measure();              // a new session: stamp again
         break;
       case "status": this.noteRendered(m); this.onStatus(m); break;
