@@ -74,6 +74,14 @@ def test_live_switches_within_a_transition_or_a_second_make_one_block():
         (0, "cyberpunk"), (100, "volcano"), (200, "vaporwave"), (400, "polar")]
 
 
+def test_a_switch_to_what_the_block_already_plays_adds_no_block():
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    timeline.switch(100, cond("cyberpunk"), 16)                              # what plays: nothing to add
+    timeline.switch(200, cond("polar"), 16)
+    timeline.switch(400, cond("polar"), 0)                                   # the same tile again, much later
+    assert timeline.schedule.boundaries() == (0, 200)
+
+
 def test_a_patch_lands_where_it_is_put_and_a_replace_drops_the_passes_to_come():
     timeline = LiveTimeline(Schedule.single("cyberpunk"))
     timeline.patch(50, cond("polar"), 10)

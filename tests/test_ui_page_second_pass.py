@@ -159,3 +159,33 @@ def test_driving_is_offered_only_where_it_works(page, tmp_path):
     page.click("#alaya-video")
     assert page.evaluate("window.alayaStudio.driving")
     page.keyboard.press("Escape")
+
+
+def test_the_timeline_stays_free_of_clutter_and_readable(page, server):
+    page.fill("#alaya-transition", "0")
+    page.evaluate("""() => window.alayaStudio.timeline.set({version: 1, fps: 30,
+        segments: [{start: 0, prompts: [{preset: "cyberpunk"}]}]})""")
+    settled(page)
+    page.click(".alaya-tile[data-preset=polar]")
+    wait_until(lambda: len(server_schedule(server, page)["segments"]) == 2, 20, "the tile made no block")
+    start = server_schedule(server, page)["segments"][1]["start"]
+    played_past(page, start + 45)                                  # well past coalescing with that block
+    page.click(".alaya-tile[data-preset=polar]")                   # the same tile again
+    page.keyboard.press("4")                                       # and its hotkey (polar is the 4th preset)
+    assert page.evaluate("window.alayaStudio.hotkeyPresets[3].name") == "polar"
+    played_past(page, status(page)["frame"] + 10)                  # the session has answered both
+    settled(page)
+    assert [s["start"] for s in server_schedule(server, page)["segments"]] == [0, start]
+
+    page.evaluate("""() => window.alayaStudio.timeline.set({version: 1, fps: 30, segments: [
+        {start: 0, prompts: [{preset: "polar"}]},
+        {start: 90, prompts: [{preset: "volcano"}], transition: {kind: "linear", frames: 16, easing: "linear"}}]},
+        {notify: false})""")
+    assert page.locator(".tl-block[data-index='1'] .tl-trans").inner_text() == "linear 16f"
+    polar = page.locator(".tl-block[data-index='0'] .tl-label")
+    text, background = polar.evaluate("""l => [getComputedStyle(l).color,
+        getComputedStyle(l.closest('.tl-block')).backgroundColor]""")
+    rgb = lambda css: [int(float(v)) for v in re.findall(r"[\d.]+", css)[:3]]            # noqa: E731
+    lum = lambda c: sum(w * (v / 255) ** 2.2 for w, v in zip((0.2126, 0.7152, 0.0722), rgb(c)))   # noqa: E731
+    lighter, darker = sorted((lum(text), lum(background)), reverse=True)
+    assert (lighter + 0.05) / (darker + 0.05) >= 4.5, (text, background)   # WCAG AA contrast for the label

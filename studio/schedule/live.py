@@ -1,8 +1,8 @@
 """The live timeline: the schedule a live session plays, and the edits made to it while it plays (docs/ui.md).
 
 A rollout asks it `conditioning_at(frame)` like any schedule (`studio.rollout.ConditioningTimeline`). Edits:
-- `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block; on a
-  loop the switch takes the whole loop, from the next pass on.
+- `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block, a switch
+  to what the block already plays adds none; on a loop the switch takes the whole loop, from the next pass on.
 - `patch`: a switch placed at a timeline frame (the timeline editor's), future or past.
 - `replace`: a whole new schedule; one the visitor applies after its length has passed begins at the frame on
   screen (`begun_at`).
@@ -49,7 +49,7 @@ class LiveTimeline:
         length = self.loop_length()
         if length:
             self.schedule, self._passes = self._loop_switch(frame % length, length, conditioning, transition)
-        else:
+        elif not self._plays(frame, conditioning):
             self.schedule = self._switched(self.schedule, self._coalesced(frame), conditioning, transition)
         return bool(length)
 
@@ -77,6 +77,12 @@ class LiveTimeline:
     def _wrapped(self, frame: int) -> int:
         s = self.schedule
         return frame % s.length if s.loop and s.length else frame
+
+    def _plays(self, frame: int, conditioning: Conditioning) -> bool:
+        """Whether the block `frame` falls in already plays `conditioning` (or blends into it): a switch to it
+        (the same tile again, a picker set to what it shows) changes nothing and adds no block."""
+        block = self.schedule.segment_at(self._wrapped(frame))
+        return Conditioning(tuple(p.resolve() for p in block.prompts), block.mode) == conditioning
 
     def _coalesced(self, frame: int) -> int:
         """A switch that lands while the block it falls in is still in its transition, or less than a second

@@ -6,6 +6,12 @@ const MIN_VIEW = 300;          // frames shown for an open-ended schedule beyond
 const MAX_UNDO = 200;
 const LINEAR = Array.from({ length: 17 }, (_, k) => k / 16);
 
+// Whether a CSS colour ("rgb(r, g, b)", as the browser reports a style) is light: relative luminance over 0.5.
+function isLight(rgb) {
+  const [r, g, b] = (rgb.match(/\d+(\.\d+)?/g) || [0, 0, 0]).map((v) => (+v / 255) ** 2.2);
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 ** 2.2;
+}
+
 export function promptName(seg) {
   return seg.prompts.map((p) => p.preset || p.text).join(" + ");
 }
@@ -140,6 +146,7 @@ export class Timeline {
     el.dataset.index = i; el.dataset.start = seg.start;
     el.style.left = left + "px"; el.style.width = w + "px";
     el.style.background = (first.preset && this.colors[first.preset]) || "#5d6472";
+    el.classList.toggle("light", isLight(el.style.background));      // dark text on light blocks (polar)
     el.title = `${promptName(seg)} — frames ${seg.start}..${this.end(i) - 1}`;
     const t = seg.transition || { kind: "cut" };
     let ramp = "";
@@ -156,7 +163,7 @@ export class Timeline {
       ` title="drag: transition length"></div>` : "";
     el.innerHTML = ramp + `<div class="tl-label"></div><div class="tl-trans"></div>${knob}<div class="tl-resize"></div>`;
     el.querySelector(".tl-label").textContent = promptName(seg);
-    el.querySelector(".tl-trans").textContent = t.kind === "cut" ? "cut" : `${t.kind} ${t.frames}f ${t.easing || "linear"}`;
+    el.querySelector(".tl-trans").textContent = t.kind === "cut" ? "cut" : `${t.kind} ${t.frames}f${t.easing && t.easing !== "linear" ? ` ${t.easing}` : ""}`;
     el.addEventListener("pointerdown", (ev) => {
       const part = ev.target.classList.contains("tl-resize") ? "end" :
         ev.target.classList.contains("tl-ramp-knob") ? "ramp" : "body";
