@@ -189,3 +189,24 @@ def test_the_timeline_stays_free_of_clutter_and_readable(page, server):
     lum = lambda c: sum(w * (v / 255) ** 2.2 for w, v in zip((0.2126, 0.7152, 0.0722), rgb(c)))   # noqa: E731
     lighter, darker = sorted((lum(text), lum(background)), reverse=True)
     assert (lighter + 0.05) / (darker + 0.05) >= 4.5, (text, background)   # WCAG AA contrast for the label
+
+
+def test_the_visitors_timeline_survives_a_reload_and_the_page_says_so(browser, server):
+    doc = fixed(300, (0, "polar"), (100, "volcano"), (200, "deep_sea"))
+    page = open_studio(browser, server)
+    try:
+        page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
+        settled(page)
+        kept = page.evaluate("window.alayaStudio.timeline.doc")
+        page.reload()
+        wait_until(lambda: page.evaluate("window.alayaStudio?.sessionId"), 60, "no session after the reload")
+        assert page.evaluate("window.alayaStudio.timeline.doc") == kept
+        assert server_schedule(server, page) == kept                   # the new session plays it
+        assert "your timeline is back" in message(page) and "3 blocks" in message(page)
+        assert "kept in this browser" in page.locator("#tl-kept").inner_text()      # said before any reload too
+        page.evaluate("localStorage.setItem('alaya-studio.timeline:engine', '{\"version\": 1, \"segments\": []}')")
+        page.reload()                                                  # a damaged copy: a fresh timeline, no error
+        wait_until(lambda: page.evaluate("window.alayaStudio?.sessionId"), 60, "no session after the reload")
+        assert len(page.evaluate("window.alayaStudio.timeline.doc.segments")) == 1 and message(page) == ""
+    finally:
+        page.close()

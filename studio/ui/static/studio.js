@@ -38,6 +38,7 @@ class Studio {
     this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
     this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.wire();
     this.inspectLoop();
+    await this.restoreTimeline(this.source);
     await this.connect(this.source);
   }
 

@@ -5,12 +5,13 @@ import { Timeline, promptName } from "./timeline.js";
 import { plural } from "./words.js";
 
 const RENDER_POLL_MS = 500;
+const KEPT = "alaya-studio.timeline:";  // + source: localStorage key of the visitor's timeline on that source
 
 export const timelineGlue = {
   buildTimeline() {
     this.timeline = new Timeline(this.$("tl"), {
       presets: this.presets, curves: this.config.easing_curves,
-      onChange: (doc) => { this.timelineBuilt = true; this.applySchedule(doc); this.loopButton(); },
+      onChange: (doc) => { this.timelineBuilt = true; this.applySchedule(doc); this.loopButton(); this.keepTimeline(); },
       onSeek: (frame) => this.send({ type: "seek", frame }),
       onSelect: (i, seg) => {
         // the Selected row is refilled only when the selection or its segment changed: a redraw (a pulled
@@ -35,6 +36,23 @@ export const timelineGlue = {
     for (const e of this.config.easings) easing.add(new Option(e, e));
     this.timeline.render();
   },
+  // The visitor's timeline survives a reload (docs/ui.md, "What survives a reload"): every version the page
+  // shows is kept in this browser, one per source, and a page opened on that source starts from it once the
+  // server has validated it (a stale or damaged copy is dropped).
+  keepTimeline() {
+    try { localStorage.setItem(KEPT + this.source, JSON.stringify(this.timeline.doc)); } catch { /* full, or off */ }
+  },
+  async restoreTimeline(source) {
+    let kept = null;
+    try { kept = JSON.parse(localStorage.getItem(KEPT + source)); } catch { /* damaged: start afresh */ }
+    if (!kept) return;
+    try {
+      this.timeline.set(await api("POST", "/api/ui/schedule/validate", kept), { record: false, notify: false });
+      this.timelineBuilt = this.timeline.doc.segments.length > 1;
+      this.say(`your timeline is back from before the reload (${plural(this.timeline.doc.segments.length, "block")}), ` +
+               "kept in this browser", { ok: true, kind: "timeline" });
+    } catch { localStorage.removeItem(KEPT + source); }
+  },
   // The timeline shows what the session accepted: after a live switch (recorded into its schedule), and once
   // every schedule sent has been answered (its canonical form, e.g. "Holy Gold" → holy_gold; or, after an
   // error, the schedule the session kept).
@@ -42,8 +60,10 @@ export const timelineGlue = {
     if (!this.sessionId) return;
     try {
       const doc = await api("GET", `/api/sessions/${this.sessionId}/schedule`);
-      if (!this.pendingSchedules && JSON.stringify(doc) !== JSON.stringify(this.timeline.doc))
+      if (!this.pendingSchedules && JSON.stringify(doc) !== JSON.stringify(this.timeline.doc)) {
         this.timeline.set(doc, { record: false, notify: false });
+        this.keepTimeline();
+      }
     } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
   scheduleSettled() {
