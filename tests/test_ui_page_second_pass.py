@@ -210,3 +210,31 @@ def test_the_visitors_timeline_survives_a_reload_and_the_page_says_so(browser, s
         assert len(page.evaluate("window.alayaStudio.timeline.doc.segments")) == 1 and message(page) == ""
     finally:
         page.close()
+
+
+def test_presenter_mode_tells_the_presenter_its_keys_and_what_l_did(browser, server):
+    page = open_studio(browser, server)
+    note = page.locator("#alaya-presenter-note")
+    shown = lambda: "shown" in (note.get_attribute("class") or "")        # noqa: E731
+    try:
+        page.keyboard.press("p")
+        wait_until(lambda: shown() and note.is_visible(), 10, "no note on entering presenter mode")
+        for key in ("1–8", "space", "L loop", "Esc"):
+            assert key in note.inner_text(), note.inner_text()
+        assert "320×176" in note.inner_text()                          # a small stream on a large screen
+        wait_until(lambda: not shown(), 30, "the keys note never faded")
+        page.keyboard.press("l")                                       # one block on a live engine: nothing to loop
+        wait_until(lambda: shown() and "does not loop" in note.inner_text(), 10, lambda: note.inner_text())
+        page.keyboard.press("2")
+        frame = wait_until(lambda: status(page).get("label") == page.evaluate(
+            "window.alayaStudio.hotkeyPresets[1].name") and status(page)["frame"], 20, "key 2 did not switch")
+        played_past(page, frame + 45)
+        page.keyboard.press("3")                                       # live switches: blocks of a timeline
+        wait_until(lambda: len(server_schedule(server, page)["segments"]) == 3, 20, "the switches made no blocks")
+        page.wait_for_function("window.alayaStudio.timeline.doc.segments.length === 3", timeout=20_000)
+        page.keyboard.press("l")
+        wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the blocks")
+        assert "loop on" in note.inner_text()
+        assert page.locator("#alaya-video").evaluate("v => getComputedStyle(v).objectFit") == "contain"
+    finally:
+        page.close()

@@ -2,6 +2,10 @@
 
 import { api } from "./api.js";
 
+const NOTE_MS = 5000;          // a presenter note shows this long, then fades
+const KEYS_NOTE = "1–8 styles · space pause/play · L loop · Esc leave";
+const SMALL_STREAM = 0.5;      // a stream under half the screen's width is worth telling the presenter about
+
 export const presenter = {
   presenter(on = !this.root.classList.contains("presenter")) {
     this.root.classList.toggle("presenter", on);
@@ -10,6 +14,20 @@ export const presenter = {
     if (on && this.root.requestFullscreen) this.root.requestFullscreen().catch(() => {});
     if (!on && document.fullscreenElement) document.exitFullscreen().catch(() => {});
     setTimeout(() => this.timeline.render(), 50);
+    if (on) this.presenterNote(KEYS_NOTE + this.streamSizeNote());
+  },
+  // What the presenter should know, on the picture itself (the page's message line is hidden): shown, then faded.
+  presenterNote(text) {
+    const el = this.$("alaya-presenter-note");
+    el.textContent = text; el.classList.add("shown");
+    clearTimeout(this.noteTimer);
+    this.noteTimer = setTimeout(() => el.classList.remove("shown"), NOTE_MS);
+  },
+  streamSizeNote() {
+    const w = this.hello?.width, h = this.hello?.height;
+    if (!w || w >= SMALL_STREAM * window.innerWidth) return "";
+    return ` · the stream is ${w}×${h}, shown ${(window.innerWidth / w).toFixed(1)}× larger: start it bigger` +
+      " (?size=WxH) for a sharper picture";
   },
   togglePause() { this.send({ type: this.paused ? "play" : "pause" }); },
   // Takes (docs/presenting.md): the session records; the page shows elapsed time and frames while it does.
@@ -44,15 +62,17 @@ export const presenter = {
   // there L loops only a timeline built in the editor, and otherwise says why it does nothing.
   toggleLoop() {
     const doc = structuredClone(this.timeline.doc), on = !doc.loop;
-    if (on && this.hello?.live && !this.timelineBuilt) {
-      this.say("the live engine does not loop: build a timeline (Add, Eight worlds, Load…) and L loops that",
-               { kind: "timeline" });
+    // blocks from live switches are a timeline too: only a lone block has nothing to loop
+    if (on && this.hello?.live && !this.timelineBuilt && doc.segments.length < 2) {
+      this.say("the live engine does not loop on its own: build a timeline (Add, Eight worlds, Load…, or switch " +
+               "styles) and L loops that", { kind: "timeline" });
       return;
     }
     doc.loop = on;
     if (on && !doc.length) doc.length = this.timeline.viewFrames;
     this.timeline.set(doc);
     this.send({ type: "loop", on });                   // recorded sources also restart at their end
+    this.say(on ? `loop on: ${doc.length} frames repeat` : "loop off", { ok: true, kind: "timeline" });
   },
   // P and 1–8 (the tiles' numbers) everywhere, except while typing in a field (studio.js) or driving;
   // Esc, space and L in presenter mode.

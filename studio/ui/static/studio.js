@@ -56,6 +56,7 @@ class Studio {
     clearTimeout(this.messageTimer);
     el.textContent = text; el.classList.toggle("ok", ok); el.dataset.kind = kind;
     if (ok) this.messageTimer = setTimeout(() => { if (el.textContent === text) el.textContent = ""; }, OK_MESSAGE_MS);
+    if (this.root.classList.contains("presenter")) this.presenterNote(text);
   }
   succeeded(kind) {
     const el = this.$("alaya-message");
