@@ -238,3 +238,32 @@ def test_presenter_mode_tells_the_presenter_its_keys_and_what_l_did(browser, ser
         assert page.locator("#alaya-video").evaluate("v => getComputedStyle(v).objectFit") == "contain"
     finally:
         page.close()
+
+
+def test_small_things_the_overlay_the_inspector_and_the_latency_labels(browser, server):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(f"{server.url}/?size=320x176")
+        inspector = page.locator("#alaya-inspector")
+        page.wait_for_function("window.alayaStudio?.presets", timeout=60_000)
+        if not inspector.evaluate("i => i.src.startsWith('blob:')"):       # no picture yet: no alt text shown
+            assert not inspector.is_visible()
+        wait_until(lambda: status(page).get("frame", 0) > 0, 60, "the video never played")
+        assert "render → send" in page.locator("#alaya-status").inner_text()   # which latency this is
+        text = "a very long prompt about a quiet harbour town at dawn with fishing boats"
+        page.fill("#alaya-prompt", text)
+        page.press("#alaya-prompt", "Enter")
+        overlay = page.locator("#alaya-ov-prompt")
+        wait_until(lambda: overlay.get_attribute("title") == text, 60,
+                   lambda: f"the overlay shows {overlay.get_attribute('title')!r}")  # whole, not cut at 32
+        assert overlay.evaluate("o => getComputedStyle(o).textOverflow") == "ellipsis"
+        page.evaluate("""() => window.alayaStudio.timeline.set({version: 1, fps: 30, length: 30, loop: true,
+            segments: [{start: 0, prompts: [{preset: "polar"}]}]})""")
+        played_past(page, 70)
+        settled(page)
+        frame = page.locator("#alaya-ov-frame")
+        wait_until(lambda: re.fullmatch(r"frame \d+ · pass \d+", frame.inner_text()), 20, lambda: frame.inner_text())
+        shown, of_timeline = int(frame.inner_text().split()[1]), page.locator("#tl-now").inner_text()
+        assert shown < 30 and " · pass " in of_timeline                  # the overlay and the timeline agree
+    finally:
+        page.close()

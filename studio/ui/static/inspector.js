@@ -14,7 +14,7 @@ export const inspector = {
         if (!res.ok) continue;
         const img = this.$("alaya-inspector"), old = img.src;
         img.src = URL.createObjectURL(await res.blob());
-        img.dataset.frame = res.headers.get("X-Alaya-Frame");
+        img.dataset.frame = res.headers.get("X-Alaya-Frame"); img.hidden = false;   // hidden until a picture came
         if (old.startsWith("blob:")) URL.revokeObjectURL(old);
         const info = await api("GET", `/api/ui/sessions/${this.sessionId}/inspector`);
         const kart = info.meta.position ? ` · kart ${info.meta.position.map((v) => v.toFixed(1)).join(", ")}` +

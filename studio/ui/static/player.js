@@ -30,6 +30,14 @@ async function gatherIce(pc) {
   });
 }
 
+// The frame's prompts as the overlay shows them: whole (the server's `label` cuts free text at 32 characters;
+// the overlay's CSS ellipsis cuts what does not fit, and its title shows all).
+function promptLabel(m) {
+  const names = (m.prompts || []).map((p) => p.preset || p.text);
+  if (!names.length) return m.label;
+  return names.length === 1 ? names[0] : names.map((n, k) => `${n} ${m.prompts[k].weight.toFixed(2)}`).join(" + ");
+}
+
 export const player = {
   async connect(source) {
     this.disconnect();
@@ -133,14 +141,17 @@ export const player = {
     this.lastStatus = m;
     if (this.recording) this.onTakeStatus(m.take);
     const doc = this.timeline.doc;
-    this.overlay(this.preparing ? `${m.label} · preparing ${this.preparing}…` : m.label, `frame ${m.frame}`,
+    // on a loop the overlay and the timeline both count frames within the loop, and say which pass it is
+    const looping = doc.loop && doc.length, at = looping ? m.frame % doc.length : m.frame;
+    const pass = looping ? ` · pass ${Math.floor(m.frame / doc.length) + 1}` : "";
+    const label = promptLabel(m);
+    this.overlay(this.preparing ? `${label} · preparing ${this.preparing}…` : label, `frame ${at}${pass}`,
                  `${m.fps.toFixed(1)} fps`);
     this.$("alaya-status").textContent =
       `session ${this.sessionId} · ${this.source} · frame ${m.frame} · ${m.fps.toFixed(1)}/${m.target_fps} fps` +
-      ` · latency ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;
-    const at = doc.loop && doc.length ? m.frame % doc.length : m.frame;
+      ` · render → send ${m.latency_ms} ms${m.slow ? " · renderer slower than real time" : ""}\n${this.statsLine || ""}`;
     this.timeline.setPlayhead(at);
-    this.$("tl-now").textContent = `· now frame ${at}, block #${this.timeline.blockAt(at)}`;
+    this.$("tl-now").textContent = `· now frame ${at}${pass}, block #${this.timeline.blockAt(at)}`;
     const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
     this.markActive(top && top.preset, m.prompts.length === 1);
     this.chartStatus(m);

@@ -18,8 +18,8 @@ export const stats = {
   chartStatus(m) {
     this.charts[0].push({ fps: m.fps });
     // server: render start → sent; glass-to-glass (while measuring): render start → on screen, median of 2 s
-    this.charts[1].push(this.measuring && this.latencyNow ? { latency: m.latency_ms, "glass-to-glass":
-      this.latencyNow.median } : { latency: m.latency_ms });
+    const sent = { "render → send": m.latency_ms };
+    this.charts[1].push(this.measuring && this.latencyNow ? { ...sent, "glass-to-glass": this.latencyNow.median } : sent);
     const per = m.chunk_size || 1, stages = {};
     for (const [k, v] of Object.entries(m.stages_ms || {})) stages[k] = v / per;
     this.charts[2].push(stages);
