@@ -267,3 +267,18 @@ def test_small_things_the_overlay_the_inspector_and_the_latency_labels(browser, 
         assert shown < 30 and " · pass " in of_timeline                  # the overlay and the timeline agree
     finally:
         page.close()
+
+
+def test_free_text_that_matches_no_style_says_so(page):
+    """With sentence embeddings the castle is a weak mix of three styles; with the keyword fallback it matches
+    nothing. Either way the page says so instead of '≈ …' as if it were a match."""
+    page.fill("#alaya-prompt", "a medieval castle in a thunderstorm")
+    page.press("#alaya-prompt", "Enter")
+    match = page.locator("#alaya-prompt-match")
+    wait_until(lambda: match.inner_text(), 60, "no meaning shown")
+    assert re.match(r"(nothing in this text matches a style: the picture is shown unstyled \(original\)"
+                    r"|no style clearly matches; shown as a mix: ≈ )", match.inner_text()), match.inner_text()
+    page.fill("#alaya-prompt", "lava river")                        # a clear match stays a plain mapping
+    page.press("#alaya-prompt", "Enter")
+    wait_until(lambda: re.fullmatch(r"≈ volcano \d+%.*", match.inner_text()), 60, lambda: match.inner_text())
+    page.fill("#alaya-prompt", "")

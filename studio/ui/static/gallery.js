@@ -2,6 +2,18 @@
 // Mixed into the Studio (studio.js).
 import { api } from "./api.js";
 
+const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
+const CLEAR_MATCH = 0.5;        // a top weight under this is a mix of styles, none of which the text names
+
+// Free text's meaning, said plainly when it is not a match: nothing matched (shown unstyled), or a weak mix.
+function freeTextMeaning(mapsTo) {
+  const mix = mapsTo.map(([name, w]) => `${name} ${Math.round(w * 100)}%`).join(" · ");
+  if (mapsTo.length === 1 && mapsTo[0][0] === UNSTYLED)
+    return `nothing in this text matches a style: the picture is shown unstyled (${UNSTYLED})`;
+  if (mapsTo[0][1] < CLEAR_MATCH) return `no style clearly matches; shown as a mix: ≈ ${mix}`;
+  return `≈ ${mix}`;
+}
+
 export const gallery = {
   buildGallery() {
     const box = this.$("alaya-gallery");
@@ -39,8 +51,7 @@ export const gallery = {
     const el = this.$("alaya-prompt-match");
     try {
       const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
-      el.textContent = m.preset ? `preset ${m.preset}` :
-        "≈ " + m.maps_to.map(([name, w]) => `${name} ${Math.round(w * 100)}%`).join(" · ");
+      el.textContent = m.preset ? `preset ${m.preset}` : freeTextMeaning(m.maps_to);
     } catch (err) { el.textContent = ""; }
   },
   transition() { return Math.max(0, parseInt(this.$("alaya-transition").value, 10) || 0); },
