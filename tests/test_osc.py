@@ -43,7 +43,8 @@ def osc_counts(studio) -> tuple[float, float]:
 
 
 def schedule_of(studio, session_id: str) -> dict:
-    return httpx.get(f"{studio.url}/api/sessions/{session_id}/schedule", timeout=60).json()
+    owner = {"Authorization": f"Bearer {studio.sessions[session_id].owner_key}"}
+    return httpx.get(f"{studio.url}/api/sessions/{session_id}/schedule", headers=owner, timeout=60).json()
 
 
 def presets_in(schedule: dict) -> list[str]:

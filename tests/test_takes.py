@@ -62,7 +62,8 @@ def record_take(studio) -> tuple[dict, dict]:
                                                 and m["frame"] >= switched["frame"] + 6
                                                 for m in viewer.messages[mark:]), 60, "6 volcano frames")
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"},
+                                      headers=viewer.auth)
                 assert res.status_code == 200 and res.json()["recording"] is False, res.text
             stopped = await viewer.wait_message("take", state="stopped", timeout=60)
         assert await wait_no_sessions(studio)
@@ -121,9 +122,9 @@ def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
         async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False) as viewer:
             await viewer.wait_frames(stopped["frames"] // 2)
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.get(f"/api/sessions/{viewer.session_id}/schedule")
+                res = await http.get(f"/api/sessions/{viewer.session_id}/schedule", headers=viewer.auth)
                 assert res.json() == played
-                info = (await http.get(f"/api/sessions/{viewer.session_id}")).json()
+                info = (await http.get(f"/api/sessions/{viewer.session_id}", headers=viewer.auth)).json()
                 assert (info["source"], info["fps"]) == (source, 30.0)
             await viewer.wait_message("ended", timeout=120)       # the take's input ends: the session says so
             shown = {m["frame"]: m["label"] for m in viewer.messages if m.get("type") == "status"}
@@ -150,7 +151,8 @@ def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_pa
             error = await viewer.wait_message("error", after=mark)
             assert "cannot create the take folder" in error["message"] and "\n" not in error["message"]
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"},
+                                      headers=viewer.auth)
                 assert res.status_code == 400 and res.json()["error"] == "take: no take is recording"
             n = len(viewer.frames)
             await viewer.wait_frames(n + 8)

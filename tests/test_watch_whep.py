@@ -150,7 +150,8 @@ def test_watchers_see_ended_when_the_owner_ends(studio):
             await page_like.wait_frames(5)
             await player.wait_frames(5)
             async with httpx.AsyncClient() as http:
-                assert (await http.delete(f"{studio.url}/api/sessions/{owner.session_id}")).status_code == 204
+                assert (await http.delete(f"{studio.url}/api/sessions/{owner.session_id}",
+                                         headers=owner.auth)).status_code == 204
             ended = await page_like.wait_message("ended")
             assert ended["reason"] == ENDED
             await player.wait_until(lambda: player.pc.connectionState == "closed"

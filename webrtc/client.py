@@ -56,6 +56,7 @@ class StudioViewer:
         self.frames: list[ReceivedFrame] = []
         self.messages: list[dict] = []
         self.session_id: str | None = None
+        self.owner_key: str | None = None    # from the offer's answer: what the session's REST routes need
         self.codec: str | None = None
         self.offer_started: float | None = None
         self.pc: RTCPeerConnection | None = None
@@ -105,7 +106,13 @@ class StudioViewer:
             raise OfferRefused(res.status_code, res.json())
         answer = res.json()
         self.session_id = answer["session_id"]
+        self.owner_key = answer.get("owner_key")
         return answer["sdp"]
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """Headers for the session's REST routes (`Authorization: Bearer OWNER_KEY`)."""
+        return {"Authorization": f"Bearer {self.owner_key}"} if self.owner_key else {}
 
     def _on_message(self, text: str) -> None:
         self.messages.append(json.loads(text))

@@ -63,7 +63,7 @@ class LiveSession:
     def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
                  stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
-                 takes: TakeStore | None = None, max_watchers: int = 10):
+                 takes: TakeStore | None = None, max_watchers: int = 10, owner_key: str | None = None):
         self.id = session_id
         self.rollout = rollout
         self.timeline = LiveTimeline(rollout.schedule)
@@ -85,6 +85,7 @@ class LiveSession:
         self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
         self.observer = observer
         self.takes = takes
+        self.owner_key = owner_key   # issue 26: the key its REST routes need (studio/server/access.py)
         self.take: TakeRecorder | None = None   # the take being recorded, if any
         self.first_frame_sent: float | None = None
         self.errors = 0
@@ -329,7 +330,8 @@ class LiveSession:
                         width=self.width, height=self.height, fps=self.fps, recorded=self.rollout.recorded,
                         frames=len(self.rollout.source) if self.rollout.recorded else None,
                         live=isinstance(self.rollout.source, LiveSource), codec=self.codec,
-                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None)
+                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None,
+                        owner_key=None if watcher else self.owner_key)
 
     def handle_message(self, message: str | bytes) -> None:
         """One data-channel message; a bad one answers an error and changes nothing."""
@@ -452,11 +454,11 @@ class LiveSession:
         if take is None:
             return {"recording": False}
         info = take.info
-        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": str(info.path)}
+        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": info.shown_path}
 
     def _take_stopped(self, info) -> None:
         """From the take's writer thread, once its files are closed."""
-        self.send(dc.TakeStopped(take_id=info.id, frames=info.frames, path=str(info.path),
+        self.send(dc.TakeStopped(take_id=info.id, frames=info.frames, path=info.shown_path,
                                  reason=info.stopped_because))
 
     def _require_recorded(self, what: str) -> None:

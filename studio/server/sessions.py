@@ -21,6 +21,7 @@ from renderer import RENDERERS, Renderer, check_size, create_renderer
 from renderer.base import RendererError, RendererFull
 from studio.rollout import Rollout
 from studio.schedule import Schedule
+from studio.server.access import Ownership
 from studio.server.ice import peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
@@ -186,7 +187,8 @@ class SessionManager:
 
     # ---- offers ------------------------------------------------------------------------------------------
 
-    async def offer(self, req: OfferRequest) -> OfferAnswer:
+    async def offer(self, req: OfferRequest, owner: Ownership | None = None) -> OfferAnswer:
+        """`owner` (issue 26): the visitor's key and takes; without one only the admin token controls it."""
         offered_at = time.perf_counter()
         self._reserve()
         try:
@@ -198,8 +200,9 @@ class SessionManager:
             session = LiveSession(session_id, rollout, fps=plan.fps, source_name=plan.source,
                                   renderer_name=plan.renderer, stamp=req.stamp, loop_playback=req.loop, loop=loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at, takes=self.settings.takes,
-                                  max_watchers=self.settings.max_watchers)
+                                  offered_at=offered_at, max_watchers=self.settings.max_watchers,
+                                  takes=owner.takes if owner else self.settings.takes,    # issue 26
+                                  owner_key=owner.key if owner else None)
             session.on_closed = lambda s: self.sessions.pop(s.id, None)
             session.on_ended = lambda s: loop.call_soon_threadsafe(self._end_soon, s, "its source ended or failed")
             if hasattr(rollout.session, "on_lost"):     # a render worker's session (cluster/): its worker died
@@ -245,7 +248,7 @@ class SessionManager:
         def _install() -> None:  # first recv(): aiortc has not created its own encoder yet
             session.encoder = encoders.install(answer.sender, answer.mime_type)
         session.track.on_first_recv = _install
-        return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session.id)
+        return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session.id, owner_key=session.owner_key)
 
     async def _watch(self, session: LiveSession) -> None:
         """End sessions whose peer never connects or silently went away (a killed tab sends no goodbye, and

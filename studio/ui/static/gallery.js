@@ -1,6 +1,6 @@
 // What a visitor picks: the preset gallery, the prompt box's transition, the blend, the source and uploads.
 // Mixed into the Studio (studio.js).
-import { api } from "./api.js";
+import { api, authorized } from "./api.js";
 
 export const gallery = {
   buildGallery() {
@@ -61,7 +61,8 @@ export const gallery = {
   async upload(file) {
     this.say(`uploading ${file.name}…`, { ok: true, kind: "upload" });
     try {
-      const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file });
+      const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file,
+                                                                                 headers: authorized() });
       const data = await res.json().catch(() => ({}));
       if (!res.ok) throw new Error(data.error || `upload failed: HTTP ${res.status}`);
       this.fillSources(await api("GET", "/api/ui/sources"), data.source);
