@@ -54,12 +54,18 @@ def register(sub) -> None:
     ice.add_argument("--ice-transport-policy", choices=("all", "relay"), default="all",
                      help="relay: every peer connects through the TURN server (locked-down networks)")
     p.add_argument("--max-watchers", type=int, default=10, help="audience peers per session (watch links, WHEP)")
+    disk = p.add_argument_group("disk per visitor (docs/deploy.md)")
+    disk.add_argument("--max-uploads", type=int, default=8, help="uploads one visitor holds at a time (default 8)")
+    disk.add_argument("--max-takes", type=int, default=8, help="takes one visitor holds at a time (default 8)")
+    disk.add_argument("--disk-quota-mb", type=float, default=8192, metavar="MB",
+                      help="uploads and takes of all visitors together (default 8192)")
     p.set_defaults(func=run)
 
 
 def settings_from_args(args):
     from gbuffer.size import Size
     from studio.commands._args import check_reference_options, parse_renderer_options
+    from studio.server.access import DiskLimits
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
@@ -93,6 +99,11 @@ def settings_from_args(args):
         raise UserError(f"{args.max_watchers} must be 0 or more", "--max-watchers")
     if not 0 <= args.take_min_free_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.take_min_free_mb:g} must be 0 or more megabytes", "--take-min-free-mb")
+    for flag, value in (("--max-uploads", args.max_uploads), ("--max-takes", args.max_takes)):
+        if value < 0:
+            raise UserError(f"{value} must be 0 or more", flag)
+    if not 0 <= args.disk_quota_mb < 2**40:   # NaN fails this too
+        raise UserError(f"{args.disk_quota_mb:g} must be 0 or more megabytes", "--disk-quota-mb")
     options = parse_renderer_options(args.renderer_option)
     if args.renderer == "reference":
         check_reference_options(options)
@@ -112,6 +123,7 @@ def settings_from_args(args):
                     take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
                     osc_host=args.osc_host, osc_session=args.osc_session, osc_allow_remote=args.osc_allow_remote,
                     admin_token=args.admin_token, batch_wait_ms=args.batch_sessions,
+                    disk=DiskLimits(args.max_uploads, args.max_takes, int(args.disk_quota_mb * 2**20)),
                     max_batch=args.max_batch, cluster=args.cluster, workers=args.workers,
                     worker_sessions=args.worker_sessions)
     if settings.osc_port is not None:

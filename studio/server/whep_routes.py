@@ -66,7 +66,7 @@ async def whep_stop(watcher_id: str, session: WatchedDep) -> PlaybackEnded:
 
 
 @whep.patch("/{session_id}/{watcher_id}", status_code=405, include_in_schema=False)
-async def whep_trickle(session_id: str, watcher_id: str) -> None:
+async def whep_trickle(watcher_id: str, session: WatchedDep) -> None:
     raise HTTPException(405, "trickle ICE is not supported: the answer carries every candidate",
                         headers={"Allow": "DELETE"})
 

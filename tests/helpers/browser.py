@@ -37,7 +37,8 @@ def live_sessions(server) -> set[str]:
 
 def page_auth(page) -> dict[str, str]:
     """The owner key the page got from its offer (it keeps it in sessionStorage), as request headers."""
-    return {"Authorization": f"Bearer {page.evaluate('sessionStorage.getItem(\"alaya-owner-key\")')}"}
+    key = page.evaluate("sessionStorage.getItem('alaya-owner-key')")
+    return {"Authorization": f"Bearer {key}"}
 
 
 @contextmanager
