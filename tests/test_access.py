@@ -221,7 +221,7 @@ def test_an_offer_with_the_visitors_key_starts_another_session_of_the_same_visit
 
 
 def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, visitors):
-    first, second, _ = visitors
+    first, second, loop = visitors
     put = lambda name, who, frames=2: httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(frames),
                                                 headers=who, timeout=60)
     assert put("mine.npy", {}).status_code == 401
@@ -232,6 +232,17 @@ def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, v
     assert put("mine.npy", first.auth, 3).json()["frames"] == 3            # replacing one is not one more
     taken = put("mine.npy", second.auth)
     assert taken.status_code == 409 and "another visitor" in taken.json()["error"]
+    # another visitor's upload is not offered to the second one, nor playable, nor renderable by it
+    listed = lambda who: {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who, timeout=60).json()}
+    assert "uploads/mine.npy" in listed(first.auth) and "uploads/mine.npy" not in listed(second.auth) | listed({})
+    assert "seq" in listed(second.auth)                       # the data dir's own sequences are everyone's
+    sdp = loop.run(recvonly_offer_sdp(data_channel=True))
+    offer = httpx.post(f"{studio.url}/api/webrtc/offer", headers=second.auth, timeout=60,
+                       json={"sdp": sdp, "type": "offer", "source": "uploads/../uploads/mine.npy"})
+    assert offer.status_code == 400 and "no sequence" in offer.json()["error"]
+    render = httpx.post(f"{studio.url}/api/ui/renders", headers=second.auth, timeout=60,
+                        json={"schedule": SCHEDULE, "source": "uploads/mine.npy", "frames": 2})
+    assert render.status_code == 400 and "no sequence" in render.json()["error"]
     uploads = studio.settings.data_dir / "uploads"
     assert sorted(p.name for p in uploads.iterdir()) == ["mine.npy", "mine2.npy"]
     assert httpx.delete(f"{studio.url}/api/ui/uploads/mine2.npy", headers=second.auth).status_code == 404
@@ -247,6 +258,12 @@ def test_takes_count_against_their_visitor_and_answers_name_no_server_path(studi
     assert started["path"] == f"takes/{started['take_id']}"
     assert httpx.post(take, json={"action": "stop"}, headers=second.auth, timeout=60).status_code == 200
     loop.run(second.wait_message("take", state="stopped", timeout=120))
+    source = f"take:{started['take_id']}"
+    shown = lambda who: source in {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who).json()}
+    assert shown(second.auth) and not shown(first.auth) and shown(AS_ADMIN)
+    schedule = f"{studio.url}/api/ui/takes/{started['take_id']}/schedule"
+    assert httpx.get(schedule, headers=first.auth).status_code == 400
+    assert httpx.get(schedule, headers=second.auth).json()["segments"]
     full = httpx.post(take, json={"action": "start"}, headers=second.auth, timeout=60)
     assert full.status_code == 429 and "1 takes" in full.json()["error"]
     mark = len(second.messages)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from alaya_errors import UserError
+from studio.takes import TAKE_PREFIX
 
 KEY_BYTES = 24                      # 192 bits
 MAX_IDLE_VISITORS = 10_000          # visitors holding nothing are forgotten past this many
@@ -118,6 +119,25 @@ class Visitors:
             visitor = Visitor(new_key())
             self._known.append(visitor)
         return visitor
+
+    # ---- what a visitor may play --------------------------------------------------------------------------
+
+    def owner_of(self, path: Path) -> Visitor | None:
+        return next((v for v in self._known if path in v.uploads or path in v.takes), None)
+
+    def may_use(self, visitor: Visitor | None, path: Path) -> bool:
+        """A visitor's uploads and takes are theirs while the studio knows them; files nobody here made (the
+        data dir's own, or kept from an earlier run) are everyone's, as recorded sequences always were."""
+        owner = self.owner_of(path)
+        return owner is None or owner is visitor or (visitor is not None and visitor.admin)
+
+    def require_source(self, visitor: Visitor | None, source: str, data_dir: Path | None, takes_dir: Path) -> None:
+        """Refuse another visitor's upload or take as a source, in the words used for one that is not there."""
+        if source.startswith(TAKE_PREFIX):
+            if not self.may_use(visitor, Path(takes_dir) / source[len(TAKE_PREFIX):]):
+                raise UserError(f"no take {source[len(TAKE_PREFIX):]!r} in the takes folder", "source")
+        elif data_dir is not None and not self.may_use(visitor, Path(data_dir).resolve() / os.path.normpath(source)):
+            raise UserError(f"no sequence {source!r} in the data directory", "source")
 
     def grant(self, visitor: Visitor, store) -> "Ownership":
         """What a new session of `visitor` gets: the owner key, and the takes store as the visitor may use it."""

@@ -63,7 +63,9 @@ async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: Visit
     """Start a live session: send the browser's SDP offer and the session options, get the SDP answer and the
     session's `owner_key`, which every route on the session then needs (`Authorization: Bearer KEY`). An offer
     that presents an owner key the studio issued starts another session of that visitor, with the same key."""
-    return await manager.offer(offer, visitors.grant(visitors.admit(key), settings.takes))
+    visitor = visitors.admit(key)
+    visitors.require_source(visitor, offer.source, settings.data_dir, settings.takes_path)
+    return await manager.offer(offer, visitors.grant(visitor, settings.takes))
 
 
 @webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)

@@ -20,7 +20,7 @@ from gbuffer.frame import GBufferError
 from prompt_presets import Conditioning, load_presets, resolve_prompt
 from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from studio.schedule.easing import EASINGS
-from studio.server.deps import FeedsDep, ManagerDep, SessionDep, SettingsDep, VisitorDep, VisitorsDep
+from studio.server.deps import FeedsDep, KeyDep, ManagerDep, SessionDep, SettingsDep, VisitorDep, VisitorsDep
 from studio.server.models import ErrorBody, SessionOptions
 from studio.sources import ENGINE_INPUTS
 from studio.rollout import RenderedFrame
@@ -106,18 +106,24 @@ def recorded_sequences(data_dir: Path) -> list[str]:
 
 
 @router.get("/sources", response_model=list[SourceChoice])
-def sources(ui: UIDep, feeds: FeedsDep, settings: SettingsDep) -> list[SourceChoice]:
+def sources(ui: UIDep, feeds: FeedsDep, settings: SettingsDep, visitors: VisitorsDep,
+            key: KeyDep) -> list[SourceChoice]:
+    """What the caller may play: another visitor's uploads and takes are left out (access.py)."""
+    caller = visitors.find(key)
     out = [SourceChoice(id="engine", title="Built-in kart engine (click the video to drive)", kind="engine")]
-    out += [SourceChoice(id=name, title=name, kind="recorded") for name in recorded_sequences(ui.data_dir)]
+    out += [SourceChoice(id=name, title=name, kind="recorded") for name in recorded_sequences(ui.data_dir)
+            if visitors.may_use(caller, ui.data_dir / name)]
     out += [SourceChoice(id=f"feed:{f.name}", title=f"External engine {f.name} ({f.hello.width}x{f.hello.height})",
                          kind="feed") for f in feeds.feeds()]
-    out += [SourceChoice(id=TAKE_PREFIX + t.id, title=t.title, kind="take") for t in settings.takes.finished()]
+    out += [SourceChoice(id=TAKE_PREFIX + t.id, title=t.title, kind="take") for t in settings.takes.finished()
+            if visitors.may_use(caller, settings.takes_path / t.id)]
     return out
 
 
 @router.get("/takes/{take_id}/schedule", response_model=Schedule, response_model_exclude_none=True)
-def take_schedule(take_id: str, settings: SettingsDep) -> dict:
+def take_schedule(take_id: str, settings: SettingsDep, visitors: VisitorsDep, key: KeyDep) -> dict:
     """A take's schedule as played: what the timeline shows when the take is picked as the source."""
+    visitors.require_source(visitors.find(key), TAKE_PREFIX + take_id, None, settings.takes_path)
     return settings.takes.open(take_id).schedule.to_json()
 
 
@@ -285,12 +291,14 @@ class RenderJobInfo(BaseModel):
 
 
 @router.post("/renders", response_model=RenderJobInfo)
-def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep, visitor: VisitorDep) -> dict:
+def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep, visitor: VisitorDep,
+                 visitors: VisitorsDep) -> dict:
     """Render the timeline offline as a live session of the same options would (size, renderer, seed, and
     the server's limits on them); the built-in engine runs on autopilot. The job and its MP4 answer only to
     the owner key that started it (and the admin token)."""
     if body.source in ENGINE_INPUTS:
         body = body.model_copy(update={"source": "demo"})
+    visitors.require_source(visitor, body.source, ui.data_dir, manager.settings.takes_path)
     plan = manager.plan(body)
     source = manager.open_source(plan, "render")     # a bad source is a 400 now, not a failed job later
     try:
