@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.browser import (AS_ADMIN, CHROMIUM, HAVE_CHROMIUM, SIZE, browser, frames_decoded,  # noqa: F401
-                             page, server, server_schedule, status, wait_until)
+                             page, page_auth, server, server_schedule, status, wait_until)
 from studio.schedule import load_schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
@@ -49,7 +49,7 @@ def picture_mean(page) -> list[float]:
 
 def inspector(server, page) -> dict | None:
     sid = page.evaluate("window.alayaStudio.sessionId")
-    res = httpx.get(f"{server.url}/api/ui/sessions/{sid}/inspector")
+    res = httpx.get(f"{server.url}/api/ui/sessions/{sid}/inspector", headers=page_auth(page))
     return res.json() if res.status_code == 200 else None
 
 
