@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import time
@@ -28,13 +29,15 @@ from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.pipeline import FlashPipeline, preset_prompts
-from renderer.flash.text import PromptBank, UMT5PromptEncoder, random_embedding
+from prompt_presets.phrasings import all_phrasings
+from renderer.flash.text import PromptBank, SentenceProjection, UMT5PromptEncoder, random_embedding
 from renderer.flash.transformer import FlashTransformer
 from training import bookkeeping, distributed
 from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
 from training.errors import TrainingError
 from training.objective import FlashTrainee, ObjectiveSettings
+from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
 SETTINGS_FILE = "train_settings.json"
@@ -50,6 +53,8 @@ class TrainSettings:
     vae: str | None = None
     text_encoder: str | None = None
     prompts: str | None = None
+    styles: str | None = None        # --styles LIST|all: each clip draws one (training/styles.py)
+    sentence_encoder: bool = True    # from scratch, no umT5: prompts by MiniLM (False: fixed random embeddings)
     width: int = 160
     height: int = 96
     steps: int = 1000
@@ -78,6 +83,8 @@ class TrainSettings:
 
 def check_settings(s: TrainSettings) -> FlashConfig:
     config = get_config(s.config)
+    if s.styles is not None:
+        parse_styles(s.styles)
     for name in ("steps", "batch", "chunks", "checkpoint_every", "log_every"):
         if getattr(s, name) < 1:
             raise TrainingError(f"must be at least 1, got {getattr(s, name)}", f"--{name.replace('_', '-')}")
@@ -144,14 +151,26 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
         decoder = codec.decoder_module()
         targets = CodecTargets(codec.encoder_module().to(device))
-        encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
-        bank = PromptBank(config.text_len, config.text_dim,
-                          {t: random_embedding(t, config.text_len, config.text_dim) for t in preset_prompts()},
-                          encoder)
+        bank, config = scratch_prompt_bank(s, config)
         train_encoder = True
     for module in (transformer, gbuffer_encoder):
         module.requires_grad_(True).train()
     return Modules(config, transformer, gbuffer_encoder, decoder, targets, codec, bank, train_encoder)
+
+
+def scratch_prompt_bank(s: TrainSettings, config: FlashConfig) -> tuple[PromptBank, FlashConfig]:
+    """From scratch: umT5 when --text-encoder names one; else the sentence encoder (the config then records
+    text_encoder "minilm"; its projection is fitted on every preset's phrasings, whichever styles train), or the
+    fixed random embeddings of before when it is switched off."""
+    presets = preset_prompts()
+    if s.text_encoder or not s.sentence_encoder:
+        encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
+        return PromptBank(config.text_len, config.text_dim,
+                          {t: random_embedding(t, config.text_len, config.text_dim) for t in presets}, encoder), config
+    projection = SentenceProjection.fit([t for texts in all_phrasings().values() for t in texts], config.text_dim)
+    cached = dict(zip(presets, projection.embed(presets).unsqueeze(1)))        # text → (1, text_dim)
+    return (PromptBank(config.text_len, config.text_dim, cached, projection),
+            dataclasses.replace(config, text_encoder="minilm"))
 
 
 def prompt_embeddings(bank: PromptBank, prompts: list[str], config: FlashConfig) -> torch.Tensor:
@@ -196,9 +215,11 @@ class Trainer:
         self.modules = build_modules(s, self.config, self.device)
         self.config = self.modules.config
         cache = s.cache_targets and isinstance(self.modules.targets, CodecTargets)
+        styles = StyleTargets(parse_styles(s.styles), keep=not cache) if s.styles is not None else None
         self.data = PairedClips.from_paths(recordings, s.width, s.height, s.chunks * self.config.chunk_frames,
-                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1)
-        self.latents = LatentCache(self.modules.targets, self.data.recordings, self.device) if cache else None
+                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1, styles=styles)
+        self.latents = (LatentCache(self.modules.targets, self.data.recordings, self.device, styles)
+                        if cache else None)
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
         transformer = self.modules.transformer
         if s.lora_rank:
@@ -226,7 +247,7 @@ class Trainer:
             raise TrainingError("--resume given but there is no checkpoint in checkpoints/", str(self.out))
         state = bookkeeping.load_checkpoint(path)
         saved = state.get("settings", {})
-        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets"):
+        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets", "styles"):
             if key in saved and saved[key] != getattr(self.s, key):
                 raise TrainingError(f"checkpoint was trained with {key}={saved[key]!r}, this run has "
                                     f"{getattr(self.s, key)!r}", str(path))
@@ -251,7 +272,7 @@ class Trainer:
         rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
         batch = self.data.sample(s.batch, self.generator, with_rgb=self.latents is None)
         if self.latents is not None:
-            target = self.latents.clips(batch.picks, self.data.clip_frames).to(self.device)
+            target = self.latents.clips(batch.picks, self.data.clip_frames, batch.styles).to(self.device)
         else:
             target = self.modules.targets(batch.rgb.to(self.device)).float()
         loss = self.model(batch.gbuffer.to(self.device), target, self.prompts[batch.prompt].to(self.device), rollout,
