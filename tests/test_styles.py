@@ -130,3 +130,45 @@ def test_each_clip_draws_a_style_and_one_of_its_phrasings_the_same_for_a_seed(re
     assert {s for s, _ in first} == set(styles.names)
     assert all(text in phrasings(style) for style, text in first)
     assert len({text for _, text in first}) > len(styles.names)         # several phrasings per style are trained
+
+
+def test_a_model_trained_on_two_styles_follows_its_prompt_towards_each(recordings, tmp_path):
+    """A few dozen steps of a tiny model on polar and volcano: with the same G-buffer and the same noise, the
+    latent it samples for each style's prompt is nearer that style's target than the other's (and so is the one
+    for a paraphrase it never saw)."""
+    from renderer.flash.config import TINY
+    from renderer.flash.pipeline import FlashPipeline
+    from renderer.flash.session import FlashSession
+    from training.codec import Codec, load_codec, save_codec, scale_latents_to_unit
+
+    rec = training.data.load_recording(recordings[0], W, H, "original")
+    styled = {s: torch.from_numpy(reference_frames(rec, s)).permute(0, 3, 1, 2) for s in ("polar", "volcano")}
+    torch.manual_seed(0)
+    codec = Codec(8, TINY.decoder_channels)       # untrained; with no biases its latents keep the picture's content
+    with torch.no_grad():
+        for conv in (m for m in codec.encoder.modules() if isinstance(m, torch.nn.Conv2d) and m.bias is not None):
+            conv.bias.zero_()
+    scale_latents_to_unit(codec, torch.stack([f[:8] for f in styled.values()]).float() / 255)
+    save_codec(codec, tmp_path / "codec", {})
+    out = tmp_path / "model"
+    assert main(["train", str(recordings[0]), "--config", "tiny", "--codec", str(tmp_path / "codec"),
+                 "--size", f"{W}x{H}", "--chunks", "1", "--steps", "40", "--batch", "2", "--lr", "2e-3",
+                 "--styles", "polar,volcano", "--rollout-start", "1000", "--checkpoint-every", "1000",
+                 "--no-progress", "-o", str(out)]) == 0
+
+    encoder = CodecTargets(load_codec(tmp_path / "codec").encoder_module())
+    targets = {s: encoder.recording(f)[:, :2] for s, f in styled.items()}    # the first chunk's latents
+    pipe = FlashPipeline.from_dir(out, device="cpu")
+    frames = [GBufferFrame(i, rec.timestamps[i], rec.gbuffer[i].permute(0, 2, 3, 1).numpy()) for i in range(8)]
+
+    def sample(prompt: str) -> torch.Tensor:
+        session = FlashSession(pipe, W, H, 5, 8)                           # the same noise for every prompt
+        chunk = session.prepare(frames, [conditioning_for(prompt)] * 8)
+        with torch.inference_mode():
+            return pipe.denoise(chunk.noise, chunk.gbuffer_latent, chunk.prompt, chunk.history)[0]
+
+    for style, other, prompt in (("polar", "volcano", "polar"), ("volcano", "polar", "volcano"),
+                                 ("polar", "volcano", "a land of endless ice at the end of the world")):
+        got = sample(prompt)
+        near, far = (got - targets[style]).pow(2).mean(), (got - targets[other]).pow(2).mean()
+        assert near < 0.5 * far, (prompt, float(near), float(far))
