@@ -22,6 +22,7 @@ from studio.cli import main
 from training.codec import TinyEncoder
 from training.data import PairedClips
 from training.errors import TrainingError
+from training.style_targets import TARGET_FPS
 from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache
 
@@ -51,10 +52,9 @@ def recordings(tmp_path, rng) -> list[Path]:
 
 
 def reference_frames(recording, style: str) -> np.ndarray:
-    """The teacher, drawn here straight through a reference session (not through training/)."""
+    """The teacher, drawn here straight through a reference session (not through training/), frame i at i / fps."""
     session = ReferenceRenderer().open_session(W, H)
-    frames = [GBufferFrame(i, t, recording.gbuffer[i].permute(0, 2, 3, 1).numpy())
-              for i, t in enumerate(recording.timestamps)]
+    frames = [GBufferFrame(i, i / TARGET_FPS, g.permute(0, 2, 3, 1).numpy()) for i, g in enumerate(recording.gbuffer)]
     return np.concatenate([session.render(frames[i:i + 4], [conditioning_for(style)] * 4).rgb
                            for i in range(0, len(frames), 4)])
 
@@ -98,7 +98,7 @@ def test_each_recording_and_style_is_rendered_and_encoded_once_from_gbuffers_rea
     real_open, real_render = training.data.open_sequence, training.styles.style_frames
     monkeypatch.setattr(training.data, "open_sequence", lambda p: opened.append(Path(p).name) or real_open(p))
     monkeypatch.setattr(training.styles, "style_frames",
-                        lambda g, s, t=None: rendered.append(s) or real_render(g, s, t))
+                        lambda rec, s, **kw: rendered.append(s) or real_render(rec, s, **kw))
     styles = StyleTargets(("original", "polar", "volcano"))
     data = PairedClips.from_paths(recordings, W, H, 8, start_stride=4, styles=styles)
     torch.manual_seed(0)
@@ -160,7 +160,7 @@ def test_a_model_trained_on_two_styles_follows_its_prompt_towards_each(recording
     encoder = CodecTargets(load_codec(tmp_path / "codec").encoder_module())
     targets = {s: encoder.recording(f)[:, :2] for s, f in styled.items()}    # the first chunk's latents
     pipe = FlashPipeline.from_dir(out, device="cpu")
-    frames = [GBufferFrame(i, rec.timestamps[i], rec.gbuffer[i].permute(0, 2, 3, 1).numpy()) for i in range(8)]
+    frames = [GBufferFrame(i, i / TARGET_FPS, rec.gbuffer[i].permute(0, 2, 3, 1).numpy()) for i in range(8)]
 
     def sample(prompt: str) -> torch.Tensor:
         session = FlashSession(pipe, W, H, 5, 8)                           # the same noise for every prompt

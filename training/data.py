@@ -43,7 +43,6 @@ class Recording:
     gbuffer: torch.Tensor      # (N, 5, 3, H, W) uint8
     rgb: torch.Tensor          # (N, 3, H, W) uint8
     prompt: str                # the full prompt text (a preset name is resolved)
-    timestamps: tuple[float, ...] = ()    # seconds per frame (the reference renderer animates some styles)
 
     def __len__(self) -> int:
         return self.gbuffer.shape[0]
@@ -79,7 +78,7 @@ def _resize(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Recording:
     """Decode a paired recording at width x height. Refuses one without RGB, naming the first frame that lacks it."""
     path = Path(path)
-    gbuffer, rgb, times = [], [], []
+    gbuffer, rgb = [], []
     with open_sequence(path) as source:
         if not getattr(source, "paired", False):
             raise TrainingError("has no RGB stream: record it with 'alaya-studio record --rgb' (or add rgb.mp4 / "
@@ -97,7 +96,6 @@ def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Re
                 raise TrainingError(f"frame {frame.index} has no rgb image", str(path))
             block_g.append(torch.from_numpy(frame.data))
             block_r.append(torch.from_numpy(frame.rgb))
-            times.append(float(frame.timestamp))
             if len(block_g) == DECODE_BLOCK:
                 flush()
         if block_g:
@@ -105,7 +103,7 @@ def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Re
     if not gbuffer:
         raise TrainingError("recording has no frames", str(path))
     g = torch.cat(gbuffer).unflatten(0, (-1, 5))
-    return Recording(path.name, g, torch.cat(rgb), prompt, tuple(times))
+    return Recording(path.name, g, torch.cat(rgb), prompt)
 
 
 @dataclass

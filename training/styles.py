@@ -1,9 +1,10 @@
 """`train --styles`: the looks a model learns, and each (recording, style)'s target frames.
 
 `original` is the recording's own RGB (the engine's beauty pass). Every other style is that preset drawn by the
-reference renderer over the same G-buffer (`style_targets.style_frames`, the teacher): the report's
-structure-preserving restyle, the geometry the G-buffer's, the look the preset's. Styles are drawn from the
-frames already decoded at the training size, so no G-buffer is read twice. With our codec's latent cache each
+reference renderer over the same G-buffer (`style_targets.style_frames`, the teacher, the same frames that
+`eval --styles` scores against): the report's structure-preserving restyle, the geometry the G-buffer's, the look
+the preset's. Styles are drawn from the frames already decoded at the training size, so no G-buffer is read
+twice. With our codec's latent cache each
 (recording, style) is rendered and encoded once and only its latents are kept; without it (targets encoded per
 batch) the rendered frames are kept in memory, also rendered once.
 """
@@ -17,13 +18,12 @@ import torch
 from prompt_presets.phrasings import phrasings
 from prompt_presets.presets import find_preset, preset_names
 from training.errors import TrainingError
-from training.style_targets import style_frames
+from training.style_targets import ORIGINAL, style_frames
 
 if TYPE_CHECKING:
     from training.data import Recording
 
 ALL = "all"
-ORIGINAL = "original"          # the recording's own RGB
 
 
 def parse_styles(spec: str) -> tuple[str, ...]:
@@ -52,6 +52,7 @@ class StyleTargets:
         self.names = names
         self.keep = keep
         self._kept: dict[tuple[int, str], torch.Tensor] = {}
+        self._reference = None                   # one reference renderer for every style drawn
 
     def phrasings(self, name: str) -> tuple[str, ...]:
         return phrasings(name)
@@ -62,8 +63,11 @@ class StyleTargets:
             return recording.rgb
         if (k, style) in self._kept:
             return self._kept[k, style]
-        gbuffer = recording.gbuffer.permute(0, 1, 3, 4, 2).numpy()         # (N, 5, H, W, 3) as the renderer reads
-        rgb = torch.from_numpy(style_frames(gbuffer, style, recording.timestamps or None)).permute(0, 3, 1, 2)
+        if self._reference is None:
+            from renderer import create_renderer
+
+            self._reference = create_renderer("reference")
+        rgb = torch.from_numpy(style_frames(recording, style, renderer=self._reference)).permute(0, 3, 1, 2)
         if self.keep:
             self._kept[k, style] = rgb
         return rgb
