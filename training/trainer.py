@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from gbuffer.formats import open_sequence
+from prompt_presets.phrasings import all_phrasings
 from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.pipeline import FlashPipeline, preset_prompts
-from prompt_presets.phrasings import all_phrasings
 from renderer.flash.text import PromptBank, SentenceProjection, UMT5PromptEncoder, random_embedding
 from renderer.flash.transformer import FlashTransformer
 from training import bookkeeping, distributed
