@@ -9,7 +9,6 @@ to the browser leave through `loop.call_soon_threadsafe`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import threading
@@ -23,6 +22,7 @@ from alaya_errors import UserError
 from gbuffer.source import LiveSource
 from prompt_presets.matching import when_matching_ready
 from studio.rollout import RenderedFrame, Rollout
+from studio.schedule.live import LiveTimeline
 from studio.server import timeline
 from studio.server.audience import Audience
 from studio.server.metrics import SessionObserver
@@ -41,6 +41,8 @@ HANDLERS: dict[str, Callable[["LiveSession", Any], None]] = {}
 def handles(*kinds: str):
     def register(method):
         for kind in kinds:
+            if kind in HANDLERS:
+                raise TypeError(f"two handlers for {kind!r} messages")
             HANDLERS[kind] = method
         return method
     return register
@@ -64,12 +66,15 @@ class LiveSession:
                  takes: TakeStore | None = None, max_watchers: int = 10):
         self.id = session_id
         self.rollout = rollout
+        self.timeline = LiveTimeline(rollout.schedule)
+        rollout.schedule = self.timeline
         self.fps = fps
         self.source_name = source_name
         self.renderer_name = renderer_name
         self.width, self.height = rollout.session.width, rollout.session.height
         self.stamp = stamp
         self.loop_playback = loop_playback
+        self._loop_source()
         self.loop = loop
         self.buffer = FrameBuffer(rollout.session.chunk_size, loop)
         self.track = SessionVideoTrack(self.buffer, fps, on_sent=self._on_sent)
@@ -88,13 +93,11 @@ class LiveSession:
         self._wake = threading.Event()
         self._paused = False
         self._ended = False
-        self._after_sent: dict | None = None     # a message to send after the last frame now buffered
+        self._after_sent: dc.Ended | None = None     # a message to send after the last frame now buffered
         self._failed = False                     # the session's one fatal error was sent
         self._fail_lock = threading.Lock()
         self._seeks = 0
         self._stop = False
-        self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
-        self._loop_position = 0
         self.last_sent = FrameStatus()
         # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
         # threads always see a complete frame.
@@ -145,7 +148,8 @@ class LiveSession:
                     self._wake.wait(0.1)
                     self._wake.clear()
                     continue
-                self._next_pass_if_wrapped()
+                if self.timeline.advance(self.rollout.frame_index):
+                    self.send(dc.TimelineChanged(frame=self.rollout.frame_index, reason="next pass of the loop"))
                 if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
                     continue   # render just in time: only once the last frame is on its way (commands apply)
                 t0, wall0 = time.perf_counter(), time.time()
@@ -162,7 +166,7 @@ class LiveSession:
                     continue
                 self._ended = True
                 self.state = "ended"
-                ended = {"type": "ended", "frame": self.rollout.frame_index, "reason": "the source ended"}
+                ended = dc.Ended(frame=self.rollout.frame_index, reason="the source ended")
                 if not self.rollout.recorded:
                     self.send(ended)   # now: the session closes right after, its last frames with it
                     break  # a live source that ends (a feed that went away) does not come back
@@ -172,8 +176,7 @@ class LiveSession:
         except Exception as exc:  # a renderer/source bug: end this session only, keep the server up
             log.exception("session %s: worker failed", self.id)
             self.state = "ended"
-            self.send({"type": "error", "message": f"internal error: {type(exc).__name__}: {exc}",
-                       "where": "session", "request": None})
+            self.send(dc.Error(message=f"internal error: {type(exc).__name__}: {exc}", where="session", request=None))
         finally:
             self.buffer.close()
             if self.state == "ended" and self.on_ended is not None:
@@ -190,7 +193,7 @@ class LiveSession:
         self.send(dc.error_message(exc))
         return True
 
-    def _after_last_frame(self, message: dict) -> None:
+    def _after_last_frame(self, message: dc.Ended) -> None:
         """Send `message` once the frames handed over so far have gone out: a viewer hears 'ended' after the
         last frame, not while the last chunk is still being paced out."""
         def on_loop() -> None:
@@ -265,12 +268,12 @@ class LiveSession:
 
     # ---- event loop side ------------------------------------------------------------------------------
 
-    def send(self, message: dict) -> None:
-        """Send JSON to the browser from any thread; dropped if the channel is not open."""
+    def send(self, message: dc.ServerMessage) -> None:
+        """Send a message to the browser from any thread; dropped if the channel is not open."""
         channel = self.channel
         if channel is None:
             return
-        text = json.dumps(message)
+        text = message.text()
 
         def _send() -> None:
             if channel.readyState == "open":
@@ -288,15 +291,13 @@ class LiveSession:
         if self.observer is not None:
             self.observer.frame_sent(sent_at - item.rendered_at)
         fps = self.track.meter.fps
-        status = {"type": "status", "frame": item.index, **item.info, "fps": round(fps, 2),
-                  "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
-                                                       fps < 0.9 * self.fps),
-                  "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state,
-                  "queued": self.buffer.queued,      # rendered, waiting to be sent: the hand-over's depth
-                  "encode_ms": self._encode_ms()}    # the previous frame's (this one is encoded after this)
-        if self.take is not None and not self.take.stopping:
-            status["take"] = self.take.info.progress()
-        self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
+        take = self.take
+        status = dc.Status(frame=item.index, **item.info, fps=round(fps, 2), target_fps=self.fps,
+                           slow=bool(self.track.frames_sent > 2 * self.fps and fps < 0.9 * self.fps),
+                           latency_ms=round((sent_at - item.rendered_at) * 1e3, 1), state=self.state,
+                           queued=self.buffer.queued, encode_ms=self._encode_ms(),
+                           take=take.info.progress() if take is not None and not take.stopping else None)
+        self.last_sent = FrameStatus(item.index, status.label, status.stages_ms, status.latency_ms)
         self.send(status)
         if self._after_sent is not None and self.buffer.drained:
             message, self._after_sent = self._after_sent, None
@@ -322,13 +323,13 @@ class LiveSession:
         if channel.readyState == "open":
             self.send(self.hello())
 
-    def hello(self) -> dict:
-        return {"type": "hello", "protocol": dc.PROTOCOL_VERSION, "session_id": self.id,
-                "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
-                "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
-                "frames": len(self.rollout.source) if self.rollout.recorded else None,
-                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec,
-                "watch": self.audience.share()}
+    def hello(self, watcher: bool = False) -> dc.Hello:
+        """The owner's hello carries the watch key to share; a watcher's does not."""
+        return dc.Hello(session_id=self.id, source=self.source_name, renderer=self.renderer_name,
+                        width=self.width, height=self.height, fps=self.fps, recorded=self.rollout.recorded,
+                        frames=len(self.rollout.source) if self.rollout.recorded else None,
+                        live=isinstance(self.rollout.source, LiveSource), codec=self.codec,
+                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None)
 
     def handle_message(self, message: str | bytes) -> None:
         """One data-channel message; a bad one answers an error and changes nothing."""
@@ -344,10 +345,10 @@ class LiveSession:
             self.errors += 1
             self.send(dc.error_message(exc, msg.type))
 
-    def control(self, message: dict) -> None:
-        """A command from outside the page (OSC, REST), in the data channel's message shapes: applied like one,
-        but a bad one raises its UserError to the caller instead of answering the page."""
-        self._dispatch(dc.parse_client_message(json.dumps(message)))
+    def control(self, msg) -> None:
+        """A command from outside the page (OSC, REST) as a client message model (`dc.build`): applied like
+        one, but a bad one raises its UserError to the caller instead of answering the page."""
+        self._dispatch(msg)
 
     def _dispatch(self, msg) -> None:
         HANDLERS[msg.type](self, msg)
@@ -360,7 +361,7 @@ class LiveSession:
         command = lambda: self._switch(conditioning, msg.transition, msg.type)  # noqa: E731
         if timeline.needs_text_matching(conditioning):
             # the text-matching model is still loading: frames go on in the current style meanwhile
-            self.send({"type": "preparing", "request": msg.type, "label": conditioning.label()})
+            self.send(dc.Preparing(request=msg.type, label=conditioning.label()))
             when_matching_ready(lambda: self.submit(command))
         else:
             self.submit(command)
@@ -389,7 +390,8 @@ class LiveSession:
     @handles("loop")
     def _on_loop(self, msg) -> None:
         self.loop_playback = msg.on
-        self.send({"type": "ack", "request": "loop", "on": msg.on})
+        self._loop_source()
+        self.send(dc.Ack(request="loop", on=msg.on))
 
     @handles("key", "input", "autopilot")
     def _on_input(self, msg) -> None:
@@ -404,8 +406,8 @@ class LiveSession:
     def _on_ping(self, msg) -> None:
         self.send(self.pong(msg.t))
 
-    def pong(self, t: float) -> dict:
-        return {"type": "pong", "t": t, "server_ms": time.time() * 1e3}
+    def pong(self, t: float) -> dc.Pong:
+        return dc.Pong(t=t, server_ms=time.time() * 1e3)
 
     @handles("stamp")
     def _on_stamp(self, msg) -> None:
@@ -413,7 +415,7 @@ class LiveSession:
             raise dc.ProtocolError(f"{self.width}x{self.height} is too small for the frame stamp", "stamp")
         # read per frame as the worker hands frames over: from the next one, which may be one rendered already
         self.stamp = msg.on
-        self.send({"type": "ack", "request": "stamp", "on": msg.on})
+        self.send(dc.Ack(request="stamp", on=msg.on))
 
     @handles("take")
     def _on_take(self, msg) -> None:
@@ -432,18 +434,18 @@ class LiveSession:
         self.take = self.takes.start(self._take_stopped, source=self.source_name, renderer=self.renderer_name,
                                      width=self.width, height=self.height, fps=self.fps,
                                      seed=self.rollout.session.seed)
-        message = {"type": "ack", "request": "take", "action": "start", **self.take_status()}
+        message = dc.Ack(request="take", action="start", **self.take_status())
         self.send(message)
-        return message
+        return message.wire()
 
     def stop_take(self) -> dict:
         take = self.take
         if take is None or take.stopping:
             raise TakeError("no take is recording", "take")
         take.stop()
-        message = {"type": "ack", "request": "take", "action": "stop", **self.take_status()}
+        message = dc.Ack(request="take", action="stop", **self.take_status())
         self.send(message)
-        return message
+        return message.wire()
 
     def take_status(self) -> dict:
         take = self.take
@@ -454,8 +456,8 @@ class LiveSession:
 
     def _take_stopped(self, info) -> None:
         """From the take's writer thread, once its files are closed."""
-        self.send({"type": "take", "state": "stopped", "take_id": info.id, "frames": info.frames,
-                   "path": str(info.path), "reason": info.stopped_because})
+        self.send(dc.TakeStopped(take_id=info.id, frames=info.frames, path=str(info.path),
+                                 reason=info.stopped_because))
 
     def _require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:
@@ -467,67 +469,54 @@ class LiveSession:
 
     # ---- commands, run by the worker between chunks --------------------------------------------------------
 
-    def _switch(self, conditioning, transition: int, request: str) -> dict:
+    def _switch(self, conditioning, transition: int, request: str) -> dc.Ack:
         frame = self.rollout.frame_index
-        length = self._loop_length()
-        if length:                       # the whole loop switches, from the next pass on
-            switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
-            self.rollout.schedule, self._loop_passes = switched.now, switched.passes
-        else:
-            self.rollout.schedule = timeline.live_switch(self.rollout.schedule, frame, conditioning, transition)
-        return {"type": "ack", "request": request, "frame": frame, "transition": transition,
-                "label": conditioning.label(), "whole_loop": bool(length)}
+        whole_loop = self.timeline.switch(frame, conditioning, transition)
+        return dc.Ack(request=request, frame=frame, transition=transition, label=conditioning.label(),
+                      whole_loop=whole_loop)
 
-    def _loop_length(self) -> int | None:
-        recorded = len(self.rollout.source) if self.rollout.recorded and self.loop_playback else None
-        return timeline.loop_length(self.rollout.schedule, recorded)
+    def _loop_source(self) -> None:
+        """A recorded source played in a loop makes the timeline loop too (docs/ui.md)."""
+        recorded = self.rollout.recorded and self.loop_playback
+        self.timeline.source_loop = len(self.rollout.source) if recorded else None
 
-    def _next_pass_if_wrapped(self) -> None:
-        length = self._loop_length()
-        position = self.rollout.frame_index % length if length else 0
-        wrapped, self._loop_position = position < self._loop_position, position
-        if wrapped and self._loop_passes:
-            self.rollout.schedule = self._loop_passes.pop(0)       # the last one (the whole loop) then stays
-            self.send({"type": "timeline", "frame": self.rollout.frame_index, "reason": "next pass of the loop"})
+    def _patch(self, frame: int, conditioning, transition: int) -> dc.Ack:
+        self.timeline.patch(frame, conditioning, transition)
+        return dc.Ack(request="switch", frame=frame, transition=transition, label=conditioning.label())
 
-    def _patch(self, frame: int, conditioning, transition: int) -> dict:
-        self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
-        return {"type": "ack", "request": "switch", "frame": frame, "transition": transition,
-                "label": conditioning.label()}
-
-    def _replace_schedule(self, msg) -> dict:
+    def _replace_schedule(self, msg) -> dc.ServerMessage:
         try:
             schedule = timeline.schedule_from_message(msg)
         except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
             self.errors += 1
             return dc.error_message(exc, "schedule")
-        self.rollout.schedule, self._loop_passes = schedule, []
-        return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
+        self.timeline.replace(schedule)
+        return dc.Ack(request="schedule", frame=self.rollout.frame_index)
 
-    def _set_paused(self, paused: bool) -> dict:
+    def _set_paused(self, paused: bool) -> dc.Ack:
         self._paused = paused
         if not paused and self._ended and self.rollout.recorded:
             self.rollout.seek(0)
             self._ended = False
         self.state = "paused" if paused else ("ended" if self._ended else "playing")
-        return {"type": "ack", "request": "pause" if paused else "play", "frame": self.rollout.frame_index}
+        return dc.Ack(request="pause" if paused else "play", frame=self.rollout.frame_index)
 
-    def _seek(self, frame: int) -> dict:
+    def _seek(self, frame: int) -> dc.Ack:
         self.rollout.seek(frame)
         self._seeks += 1
         self.buffer.clear()
         self._ended = False
         if not self._paused:
             self.state = "playing"
-        return {"type": "ack", "request": "seek", "frame": frame}
+        return dc.Ack(request="seek", frame=frame)
 
-    def _input(self, msg) -> dict | None:
+    def _input(self, msg) -> dc.Ack | None:
         source = self.rollout.source
         if msg.type == "autopilot":
             if not hasattr(source, "autopilot"):
                 raise dc.ProtocolError(f"{self.source_name} has no autopilot", "autopilot")
             source.autopilot = msg.on
-            return {"type": "ack", "request": "autopilot", "on": msg.on}
+            return dc.Ack(request="autopilot", on=msg.on)
         if msg.type == "key":
             player_input = self.keys.press(msg.key, msg.down)
         else:
@@ -539,11 +528,11 @@ class LiveSession:
 
     # ---- reporting ---------------------------------------------------------------------------------------
 
-    def stats(self) -> dict:
-        return {"type": "stats", "session_id": self.id, "state": self.state, "frame": self.rollout.frame_index,
-                "frames_sent": self.track.frames_sent, "fps": round(self.track.meter.fps, 2),
-                "target_fps": self.fps, "codec": self.codec,
-                "bitrate": getattr(self.encoder, "target_bitrate", None), "errors": self.errors,
-                "time_to_first_frame_ms": None if self.first_frame_sent is None else
-                round((self.first_frame_sent - self.created) * 1e3, 1),
-                "last": asdict(self.last_sent)}
+    def stats(self) -> dc.StatsReport:
+        return dc.StatsReport(session_id=self.id, state=self.state, frame=self.rollout.frame_index,
+                              frames_sent=self.track.frames_sent, fps=round(self.track.meter.fps, 2),
+                              target_fps=self.fps, codec=self.codec,
+                              bitrate=getattr(self.encoder, "target_bitrate", None), errors=self.errors,
+                              time_to_first_frame_ms=None if self.first_frame_sent is None else
+                              round((self.first_frame_sent - self.created) * 1e3, 1),
+                              last=asdict(self.last_sent))

@@ -13,8 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from aiortc import RTCSessionDescription
-
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, FeedSource
 from gbuffer.size import H264_RULE, Size
@@ -23,7 +21,7 @@ from renderer import RENDERERS, Renderer, check_size, create_renderer
 from renderer.base import RendererError, RendererFull
 from studio.rollout import Rollout
 from studio.schedule import Schedule
-from studio.server.ice import close_peer, peer_connection, require_relay
+from studio.server.ice import peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
 from studio.server.session import LiveSession
@@ -32,7 +30,8 @@ from studio.server.tasks import TaskSet, cancel_and_wait
 from studio.server.timeline import initial_schedule
 from studio.sources import ENGINE_INPUTS, open_source
 from studio.takes import TAKE_PREFIX
-from webrtc.encoders import EncoderSettings, prefer_codecs
+from webrtc.answer import answer_sendonly, require_video
+from webrtc.encoders import EncoderSettings
 from webrtc.stamp import BITS, stamp_fits
 
 log = logging.getLogger("alaya.sessions")
@@ -192,8 +191,7 @@ class SessionManager:
         self._reserve()
         try:
             plan = self.plan(req, stamp=req.stamp)
-            if "m=video" not in req.sdp:
-                raise OfferError("the offer has no video m-line; add a recvonly video transceiver", "sdp")
+            require_video(req.sdp)
             session_id = uuid.uuid4().hex[:12]
             loop = asyncio.get_running_loop()
             rollout = await loop.run_in_executor(None, self.build_rollout, plan, session_id)
@@ -224,8 +222,6 @@ class SessionManager:
     async def _negotiate(self, session: LiveSession, req: OfferRequest, plan: SessionPlan) -> OfferAnswer:
         pc = peer_connection(self.settings.ice, session.id)
         session.pc = pc
-        transceiver = pc.addTransceiver(session.track, direction="sendonly")
-        prefer_codecs(transceiver)
 
         @pc.on("datachannel")
         def _on_datachannel(channel) -> None:
@@ -240,22 +236,16 @@ class SessionManager:
             if pc.connectionState in ("failed", "closed"):
                 self._end_soon(session, f"connection {pc.connectionState}")
 
-        try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=req.sdp, type="offer"))
-            await pc.setLocalDescription(await pc.createAnswer())
-        except Exception as exc:
-            await close_peer(pc)
-            raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
+        answer = await answer_sendonly(pc, session.track, req.sdp)
         await require_relay(pc, self.settings.ice)
-        codec = transceiver._codecs[0]  # negotiated, in our preference order
-        session.codec = codec.mimeType
+        session.codec = answer.mime_type
         encoders = session.audience.fanout.encoders  # one encode per codec for the owner and every watcher
         encoders.settings = EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate)
 
         def _install() -> None:  # first recv(): aiortc has not created its own encoder yet
-            session.encoder = encoders.install(transceiver.sender, codec.mimeType)
+            session.encoder = encoders.install(answer.sender, answer.mime_type)
         session.track.on_first_recv = _install
-        return OfferAnswer(sdp=pc.localDescription.sdp, type="answer", session_id=session.id)
+        return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session.id)
 
     async def _watch(self, session: LiveSession) -> None:
         """End sessions whose peer never connects or silently went away (a killed tab sends no goodbye, and
