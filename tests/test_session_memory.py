@@ -16,15 +16,19 @@ import ctypes
 import gc
 import os
 import platform
+import subprocess
+import sys
 import threading
 import weakref
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 
 from helpers.sessions import wait_no_sessions
+from gbuffer.engine.raster import CONTEXTS
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from webrtc.client import StudioViewer, WhepViewer
@@ -32,6 +36,7 @@ from webrtc.encoders import EncoderSettings
 from webrtc.fanout import SharedEncoder
 from webrtc.track import VIDEO_CLOCK
 
+ROOT = Path(__file__).resolve().parents[1]
 N = 3                        # sessions at once
 # the built-in engine (a GL raster each); from 192x128 on, libx264 runs four threads per encoder on this machine
 VIEW = {"source": "demo", "size": "192x128", "keep_pixels": False}
@@ -89,7 +94,7 @@ async def concurrent_sessions(studio, seed: int, watch: bool = False) -> list[di
                                                 enumerate(s.audience.watchers.values())}}
             owned.append({"refs": {name: weakref.ref(obj) for name, obj in parts.items()},
                           "encoders": list(s.audience.fanout.encoders.by_codec.values()),
-                          "buffer": s.buffer})
+                          "buffer": s.buffer, "raster": s.rollout.source._raster})
             del s, parts
     finally:
         await asyncio.gather(*(p.stop() for p in players), return_exceptions=True)
@@ -106,8 +111,10 @@ def released_at_end(owned: list[dict]) -> None:
             assert not encoder._cache, "encoded frames outlived the session"
         assert o["buffer"].queued == 0, "frames rendered for the session outlived it"
         source = o["refs"]["source"]()
-        assert source is None or source._raster is None, "the engine's GL context outlived the session"
+        assert source is None or source._raster is None, "the engine's raster outlived the session"
         del source
+        raster = o["raster"]
+        assert raster.ctx is None and not raster._objects, "the raster's GL objects outlived the session"
 
 
 def nothing_left(owned: list[dict]) -> None:
@@ -120,7 +127,7 @@ def test_concurrent_sessions_release_their_codecs_threads_frames_and_gl_when_the
     async def scenario():
         await concurrent_sessions(studio, seed=100)   # the process's pools (executor, GL, codecs) are warm now
         gc.collect()
-        threads = native_threads()
+        threads, contexts = native_threads(), CONTEXTS.opened
         for round_no in range(2):
             with collector_off():
                 owned = await concurrent_sessions(studio, seed=10 * round_no)
@@ -130,6 +137,9 @@ def test_concurrent_sessions_release_their_codecs_threads_frames_and_gl_when_the
                 released_at_end(owned)
             nothing_left(owned)
             del owned
+        # the engines' GL contexts were reused: opening and releasing one leaks inside moderngl and Mesa
+        assert CONTEXTS.opened == contexts, f"{CONTEXTS.opened - contexts} new GL contexts for the later sessions"
+        assert CONTEXTS.idle >= N
     asyncio.run(scenario())
 
 
@@ -155,26 +165,29 @@ def test_a_closed_shared_encoder_holds_no_codec_and_encodes_nothing():
     assert encoder.encode(frame) == ([], 0)
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+# Run in a fresh interpreter: there the heap's top is small, so whether a 1 MiB block is mapped on its own
+# depends on the mmap threshold alone (in a busy process a free chunk in an arena may serve it either way).
+MAPPED_AFTER_A_BIG_FREE = """
+import ctypes, sys
+from studio.server.allocator import map_large_blocks
 
-
-def mapped_blocks() -> int:
-    mallinfo2 = ctypes.CDLL(None).mallinfo2
-    mallinfo2.restype = _MallInfo2
-    return mallinfo2().hblks
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    assert map_large_blocks()
+libc.free(libc.malloc(4 << 20))       # a mapped block comes and goes: glibc's default raises its threshold to 4 MiB
+block = libc.malloc(1 << 20)          # a frame
+# the IS_MMAPPED bit (0x2) of the chunk's size field, the word before the pointer (glibc malloc/malloc.c)
+print(bool(ctypes.c_size_t.from_address(block - ctypes.sizeof(ctypes.c_size_t)).value & 0x2))
+"""
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
-def test_the_studio_maps_frame_sized_blocks_so_freeing_them_returns_them(studio):
-    """glibc by default raises its mmap threshold to any freed mapped block's size: after a 4 MiB block comes
-    and goes, a 1 MiB frame would come from an arena and stay there when freed. The studio fixes the threshold."""
-    big = bytearray(4 << 20)
-    del big
-    before = mapped_blocks()
-    frame = bytearray(1 << 20)
-    assert mapped_blocks() == before + 1, "a frame-sized block came from an arena, not a mapping of its own"
-    del frame
-    assert mapped_blocks() == before
+@pytest.mark.parametrize("threshold, mapped", [("default", False), ("fixed", True)])
+def test_with_the_studios_threshold_a_frame_sized_block_is_mapped_on_its_own(threshold, mapped):
+    """glibc's default raises its mmap threshold to any freed mapped block's size: after a 4 MiB block comes and
+    goes, a 1 MiB frame comes from an arena and stays there when freed. The studio (create_app) fixes it."""
+    out = subprocess.run([sys.executable, "-c", MAPPED_AFTER_A_BIG_FREE, threshold], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(mapped)]

@@ -23,6 +23,7 @@ from renderer import RENDERERS, Renderer, check_size, create_renderer
 from renderer.base import RendererError, RendererFull
 from studio.rollout import Rollout
 from studio.schedule import Schedule
+from studio.server.allocator import return_free_memory
 from studio.server.ice import close_peer, peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
@@ -296,6 +297,8 @@ class SessionManager:
         pc = getattr(session, "pc", None)
         if pc is not None:
             await pc.close()
+        # issue 29: what the session freed goes back to the system, not into the allocator's arenas for good
+        await asyncio.get_running_loop().run_in_executor(None, return_free_memory)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))
