@@ -72,13 +72,15 @@ def matching_ready() -> bool:
 
 def when_matching_ready(callback: Callable[[], None]) -> None:
     """Call `callback` now if matching is ready, else (from a daemon thread) once the warm-up, started here if
-    nobody started it, has finished."""
+    nobody started it, has finished. Someone waits for it now, so the model loads at normal priority (beside
+    a niced load already under way, if any)."""
     if _ready.is_set():
         callback()
         return
     warm_up_in_background()
 
     def wait() -> None:
+        _embedder(urgent=True)
         _ready.wait()
         callback()
     threading.Thread(target=wait, name="preset-matching-wait", daemon=True).start()
