@@ -361,14 +361,21 @@ def test_edge_overlap_finds_the_offset_of_a_shifted_video():
     assert max(scores.items(), key=lambda kv: kv[1])[0] == 3 and scores[3] > 2 * scores[0]
 
 
-def test_inspect_probe_scores_both_alignments(weights_dir, tmp_path, capsys):
+def test_inspect_probe_scores_both_alignments(weights_dir, tmp_path, capsys, monkeypatch):
     window = np.stack([f.data for f in make_frames(8, 64, 32)])
     np.save(tmp_path / "window-00.npy", window)
     assert cli(["flash", "inspect", str(weights_dir), "--json", "--probe", str(tmp_path / "window-00.npy"),
                 "--device", "cpu"]) == 0
     probe = json.loads(capsys.readouterr().out)["probe"]
     assert set(probe["edge_overlap_by_offset"]) == {"0", "1", "2", "3"} and probe["size"] == [64, 32]
-    assert probe["better"] in ("trim_startup_frames=false", "trim_startup_frames=true")
+    # weights whose raw decoded frames show the geometry itself, at once or 3 frames late: the probe must tell
+    geometry = torch.from_numpy(window[:, [1, 3]]).float().div(255).mean(1).permute(0, 3, 1, 2)   # (T, 3, H, W)
+    late = torch.cat([geometry[:1].expand(3, -1, -1, -1), geometry[:-3]])
+    for shown, better in ((geometry, "trim_startup_frames=false"), (late, "trim_startup_frames=true")):
+        monkeypatch.setattr(FlashPipeline, "decode", lambda self, latent, stream, shown=shown: shown[None])
+        assert cli(["flash", "inspect", str(weights_dir), "--json", "--probe", str(tmp_path / "window-00.npy"),
+                    "--device", "cpu"]) == 0
+        assert json.loads(capsys.readouterr().out)["probe"]["better"] == better
     np.save(tmp_path / "bad.npy", window[:, :3])
     assert cli(["flash", "inspect", str(weights_dir), "--probe", str(tmp_path / "bad.npy")]) == 2
     assert "expected a uint8 (T, 5, H, W, 3) window" in capsys.readouterr().err

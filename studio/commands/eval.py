@@ -1,17 +1,23 @@
-"""`alaya-studio eval WEIGHTS_DIR RECORDING... [--json FILE] [--markdown FILE] [--side-by-side]`
+"""`alaya-studio eval WEIGHTS_DIR RECORDING... [--baselines [--fit REC...]] [--styles LIST] [--noise-seeds N]`
+`alaya-studio eval codec WEIGHTS_DIR RECORDING... [--styles LIST]` (the codec's own reconstruction alone)
 
 Streams a flash model over held-out paired recordings exactly as live (the studio's Rollout and the renderer's
-own session, chunk by chunk with its history) and scores the output against each recording's RGB: PSNR, SSIM
-and temporal flicker, per recording, per prompt and overall; optionally the two baselines a trained model must
-beat (albedo passthrough; the reference renderer's `original` style) on the same frames. LPIPS, CLIP score and
-FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`, `--i3d-weights`;
-training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded.
-`--side-by-side` writes an MP4 per recording: G-buffer albedo | truth | output.
+own session, chunk by chunk with its history) and scores the output against each task's target: PSNR, SSIM
+and temporal flicker, per recording, per prompt and overall (training/eval_run.py). Without --styles a
+recording's target is its own RGB; with --styles each style is streamed and scored against its target (the
+reference renderer's preset over the same G-buffer; `original` = the RGB), and prompt control is measured:
+which style each frame shows, held-out paraphrases and the eight-worlds rollout (training/eval_prompt_control.py).
+`--baselines` scores on the same frames: albedo passthrough, the reference renderer's `original`, `per_pixel`
+(a quadratic per-pixel map fitted on the training recordings, never on a test one) and `codec` (the model's RGB
+codec on the target: a latent model's ceiling). `--noise-seeds N` streams every task with N noise seeds (mean
+and spread). LPIPS, CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`,
+`--clip-weights`, `--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is
+ever downloaded. `--side-by-side` writes an MP4 per recording (and style): G-buffer albedo | target | output.
 """
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import json
 from pathlib import Path
 
@@ -19,162 +25,139 @@ from gbuffer.size import Size
 from renderer import check_size
 from studio.commands._args import ArgumentError
 
-BASELINES = ("albedo", "reference_original")
+BASELINES = ("albedo", "reference_original", "per_pixel", "codec")
 
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="score a flash model on held-out paired recordings (PSNR, SSIM, flicker)",
-                       description=__doc__.split("\n\n")[0])
+                       add_help=False, description=__doc__.split("\n\n")[0])
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=run)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("weights", metavar="WEIGHTS_DIR", help="flash weights directory (official layout)")
-    p.add_argument("recordings", nargs="+", metavar="RECORDING", help="paired recordings (with RGB)")
+    p.add_argument("recordings", nargs="+", metavar="RECORDING", help="held-out paired recordings (with RGB)")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the results table as Markdown here")
-    p.add_argument("--side-by-side", nargs="?", const="", metavar="DIR",
-                   help="write <recording>.side-by-side.mp4 (albedo | truth | output) into DIR "
-                        "(default: beside --json, else the current directory)")
-    p.add_argument("--prompt", default="original", help="prompt or preset for every recording (default original)")
+    p.add_argument("--styles", help="comma-separated presets (original = the recording's RGB), or 'all'")
+    p.add_argument("--prompt", default="original", help="without --styles: prompt or preset for every recording")
     p.add_argument("--prompts", help='JSON {"recording file name" or "*": prompt}, as for train')
     p.add_argument("--size", help="render size WxH (default: the recording's)")
     p.add_argument("--frames", type=int, help="score at most this many frames per recording")
-    p.add_argument("--baselines", action="store_true", help="also score albedo passthrough and reference/original")
+    p.add_argument("--codec", metavar="DIR", help="RGB codec for the codec baseline (default: the weights' own)")
     p.add_argument("--device", help="torch device (default: cuda when available)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch")
     p.add_argument("--seed", type=int, default=0)
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alaya-studio eval", description=__doc__.split("\n\n")[1])
+    _common(p)
+    p.add_argument("--side-by-side", nargs="?", const="", metavar="DIR",
+                   help="write <recording>[.<style>].side-by-side.mp4 (albedo | target | output) into DIR "
+                        "(default: beside --json, else the current directory)")
+    p.add_argument("--baselines", action="store_true",
+                   help="also score albedo passthrough, reference/original, per_pixel and codec")
+    p.add_argument("--fit", nargs="+", metavar="RECORDING",
+                   help="training recordings the per_pixel baseline is fitted on (default: the weights' own, "
+                        "from train_settings.json); never a test recording")
+    p.add_argument("--noise-seeds", type=int, default=1, help="stream each task with N noise seeds (default 1)")
+    p.add_argument("--no-paraphrases", action="store_true", help="with --styles: skip the held-out paraphrases")
+    p.add_argument("--paraphrase-frames", type=int, default=32, help="frames per paraphrase and recording (32)")
+    p.add_argument("--no-eight-worlds", action="store_true", help="with --styles: skip the eight-worlds rollout")
+    p.add_argument("--rollout-frames", type=int, help="frames of the eight-worlds rollout (default all 637)")
     p.add_argument("--lpips-weights", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
     p.add_argument("--clip-weights", metavar="DIR",
                    help="local Hugging Face CLIP directory: CLIP score of each frame against its prompt")
     p.add_argument("--i3d-weights", metavar="FILE",
                    help="local TorchScript I3D, videos (B, 3, T, 224, 224) in [-1, 1] -> features (B, D): FVD")
     p.add_argument("--fvd-clip-frames", type=int, default=16, help="frames per FVD clip (default 16)")
-    p.set_defaults(func=run)
+    return p
 
 
-def _resize(image, size):
-    from PIL import Image
-
-    w, h = size
-    if image.shape[:2] == (h, w):
-        return image
-    import numpy as np
-
-    return np.asarray(Image.fromarray(image).resize((w, h), Image.BILINEAR))
-
-
-def score_stream(source, session, schedule, limit, on_frame) -> None:
-    """Run the rollout (live session code) and hand each rendered frame to on_frame(rendered)."""
-    from studio.rollout import Rollout
-
-    source.seek(0)
-    rollout = Rollout(source, schedule, session)
-    done = 0
-    while limit is None or done < limit:
-        chunk = rollout.next_chunk()
-        if not chunk:
-            break
-        for rendered in chunk[: None if limit is None else limit - done]:
-            on_frame(rendered)
-            done += 1
-    session.close()
+def codec_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alaya-studio eval codec", description="The RGB codec's own "
+                                "reconstruction (encode and decode) of each target: a latent model's ceiling.")
+    _common(p)
+    return p
 
 
 def run(args) -> int:
-    import numpy as np
-    import torch
+    argv = list(args.argv)
+    if argv[:1] == ["codec"]:
+        return run_codec(codec_parser().parse_args(argv[1:]))
+    return run_eval(eval_parser().parse_args(argv))
 
-    from gbuffer.formats import open_sequence
-    from renderer import create_renderer
-    from studio.schedule import Schedule
-    from training.codec import load_perceptual
-    from training.data import DEFAULT_PROMPT, prompt_for, read_prompt_file
-    from training.errors import TrainingError
-    from training.metrics import StreamMetrics
-    from training.reference_metrics import ClipScorer, FvdClips, I3dFeatures
 
-    if args.frames is not None and args.frames < 1:
-        raise ArgumentError(f"must be at least 1, got {args.frames}", "--frames")
-    if args.fvd_clip_frames < 2:
-        raise ArgumentError(f"must be at least 2, got {args.fvd_clip_frames}", "--fvd-clip-frames")
-    prompts = read_prompt_file(args.prompts)
-    if args.prompt != DEFAULT_PROMPT:
-        prompts.setdefault("*", args.prompt)
-    lpips = load_perceptual(args.lpips_weights)
-    clip = ClipScorer(args.clip_weights) if args.clip_weights else None
-    i3d = I3dFeatures(args.i3d_weights) if args.i3d_weights else None
-    renderer = create_renderer("flash", weights=args.weights, device=args.device, unknown_prompt="presets")
-    reference = create_renderer("reference") if args.baselines else None
-    out_dir = Path(args.side_by_side or (Path(args.json).parent if args.json else ".")) \
-        if args.side_by_side is not None else None
+def _options(a):
+    from prompt_presets.presets import preset_names
+    from training.data import DEFAULT_PROMPT, read_prompt_file
+    from training.eval_run import EvalOptions
 
-    rows, by_prompt, overall = [], {}, StreamMetrics()
-    fvd_by_prompt: dict[str, FvdClips] = {}
-    fvd_overall = FvdClips(i3d, args.fvd_clip_frames) if i3d else None
-    baselines = {name: StreamMetrics() for name in BASELINES} if reference else {}
-    for path in map(Path, args.recordings):
-        source = open_sequence(path)
-        if not getattr(source, "paired", False):
-            source.close()
-            raise TrainingError("has no RGB stream to score against (record it with --rgb)", str(path))
-        size = (tuple(check_size("flash", *Size.parse(args.size, "--size"))) if args.size
-                else (source.width, source.height))
-        prompt_text = prompt_for(path, prompts)
-        schedule = Schedule.single(prompt_text)
-        metrics = StreamMetrics()
-        fvd = FvdClips(i3d, args.fvd_clip_frames) if i3d else None
-        with contextlib.ExitStack() as stack:
-            stack.callback(source.close)
-            writer = None
-            if out_dir is not None:
-                from studio.video import Mp4Writer
+    for flag, value in (("--frames", a.frames), ("--threads", a.threads)):
+        if value is not None and value < 1:
+            raise ArgumentError(f"must be at least 1, got {value}", flag)
+    if a.threads is not None:
+        import torch
 
-                out_dir.mkdir(parents=True, exist_ok=True)
-                writer = stack.enter_context(Mp4Writer(out_dir / f"{path.name}.side-by-side.mp4", 3 * size[0],
-                                                       size[1], source.fps))
+        torch.set_num_threads(a.threads)
+    prompts = read_prompt_file(a.prompts)
+    if a.prompt != DEFAULT_PROMPT:
+        prompts.setdefault("*", a.prompt)
+    styles = None
+    if a.styles is not None:
+        styles = preset_names() if a.styles.strip() == "all" else [s.strip() for s in a.styles.split(",") if s.strip()]
+        if not styles:
+            raise ArgumentError("give preset names separated by commas, or 'all'", "--styles")
+    size = tuple(check_size("flash", *Size.parse(a.size, "--size"))) if a.size else None
+    return EvalOptions(weights=a.weights, recordings=a.recordings, styles=styles, prompts=prompts, size=size,
+                       frames=a.frames, codec=a.codec, seed=a.seed, device=a.device)
 
-            def model_frame(rendered):
-                truth = _resize(rendered.gbuffer.rgb, size)
-                metrics.update(rendered.rgb, truth)
-                if lpips is not None:
-                    as_tensor = lambda im: torch.from_numpy(im).permute(2, 0, 1)[None].float() / 127.5 - 1  # noqa: E731
-                    metrics.add("lpips", float(lpips(as_tensor(rendered.rgb), as_tensor(truth)).mean()))
-                if clip is not None:
-                    metrics.add("clip_score", clip.score(rendered.rgb, prompt_text))
-                if fvd is not None:
-                    fvd.update(rendered.rgb, truth)
-                if writer is not None:
-                    albedo = _resize(rendered.gbuffer.channel("albedo"), size)
-                    writer.write(np.concatenate([albedo, truth, rendered.rgb], axis=1))
 
-            def baseline_frame(rendered):
-                truth = _resize(rendered.gbuffer.rgb, size)
-                baselines["albedo"].update(_resize(rendered.gbuffer.channel("albedo"), size), truth)
-                baselines["reference_original"].update(rendered.rgb, truth)
-
-            score_stream(source, renderer.open_session(*size, seed=args.seed), schedule, args.frames, model_frame)
-            if reference is not None:
-                score_stream(source, reference.open_session(*size, seed=args.seed), Schedule.single("original"),
-                             args.frames, baseline_frame)
-        rows.append({"recording": path.name, "prompt": prompt_text, **metrics.summary(),
-                     **(fvd.summary() if fvd else {})})
-        by_prompt[prompt_text] = by_prompt.get(prompt_text, StreamMetrics()).merged(metrics)
-        overall = overall.merged(metrics)
-        if fvd is not None:
-            fvd_by_prompt[prompt_text] = fvd_by_prompt[prompt_text].merged(fvd) if prompt_text in fvd_by_prompt \
-                else fvd
-            fvd_overall = fvd_overall.merged(fvd)
-
-    not_computed = {name: f"no {flag}" for name, flag, given in (
-        ("lpips", "--lpips-weights", lpips), ("clip_score", "--clip-weights", clip), ("fvd", "--i3d-weights", i3d))
-        if given is None}
-    fvd_of = lambda p: fvd_by_prompt[p].summary() if p in fvd_by_prompt else {}   # noqa: E731
-    result = {"weights": args.weights, "renderer": renderer.describe(), "recordings": rows,
-              "per_prompt": [{"prompt": p, **m.summary(), **fvd_of(p)} for p, m in by_prompt.items()],
-              "overall": {**overall.summary(), **(fvd_overall.summary() if fvd_overall else {})},
-              "baselines": {k: m.summary() for k, m in baselines.items()}, "not_computed": not_computed}
-    table = markdown_table(result)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
-    if args.markdown:
-        Path(args.markdown).write_text(table)
+def _write(a, result: dict, table: str) -> None:
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=2))
+    if a.markdown:
+        Path(a.markdown).write_text(table)
     print(table)
+
+
+def run_eval(a) -> int:
+    from training.codec import load_perceptual
+    from training.eval_run import Evaluation
+    from training.reference_metrics import ClipScorer, I3dFeatures
+
+    if a.fvd_clip_frames < 2:
+        raise ArgumentError(f"must be at least 2, got {a.fvd_clip_frames}", "--fvd-clip-frames")
+    for flag, value in (("--noise-seeds", a.noise_seeds), ("--paraphrase-frames", a.paraphrase_frames),
+                        ("--rollout-frames", a.rollout_frames)):
+        if value is not None and value < 1:
+            raise ArgumentError(f"must be at least 1, got {value}", flag)
+    o = _options(a)
+    o.baselines, o.fit, o.noise_seeds = a.baselines, a.fit, a.noise_seeds
+    o.paraphrases, o.paraphrase_frames = not a.no_paraphrases, a.paraphrase_frames
+    o.eight_worlds, o.rollout_frames = not a.no_eight_worlds, a.rollout_frames
+    o.lpips = load_perceptual(a.lpips_weights)
+    o.clip = ClipScorer(a.clip_weights) if a.clip_weights else None
+    o.i3d = I3dFeatures(a.i3d_weights) if a.i3d_weights else None
+    o.fvd_clip_frames = a.fvd_clip_frames
+    if a.side_by_side is not None:
+        o.side_by_side = Path(a.side_by_side or (Path(a.json).parent if a.json else "."))
+    result = Evaluation(o).run()
+    result["not_computed"].update({name: f"no {flag}" for name, flag, given in (
+        ("lpips", "--lpips-weights", o.lpips), ("clip_score", "--clip-weights", o.clip),
+        ("fvd", "--i3d-weights", o.i3d)) if given is None})
+    _write(a, result, markdown_table(result))
+    return 0
+
+
+def run_codec(a) -> int:
+    from training.eval_run import codec_ceiling
+
+    result = codec_ceiling(_options(a))
+    _write(a, result, markdown_table({"recordings": result["recordings"], "per_prompt": [],
+                                      "overall": result["overall"], "baselines": {}, "not_computed": {}}))
     return 0
 
 
@@ -187,11 +170,28 @@ def markdown_table(result: dict) -> str:
         lines.append(f"| {name} | " + " | ".join("—" if m.get(c) is None else str(m[c]) for c in cols) + " |")
 
     for r in result["recordings"]:
-        row(f"{r['recording']}", r)
+        row(r["recording"] + (f", {r['prompt'][:30]}" if result.get("styles") else ""), r)
     for p in result["per_prompt"]:
         row(f"prompt: {p['prompt'][:40]}", p)
     row("**overall**", result["overall"])
     for name, m in result["baselines"].items():
-        row(f"baseline: {name}", m)
+        if "frames" in m:                                   # not the *_by_prompt tables
+            row(f"baseline: {name}", m)
+    for name in ("per_pixel", "codec"):
+        for key, m in result["baselines"].get(f"{name}_by_prompt", {}).items():
+            row(f"baseline: {name}, {key[:30]}", m)
+    control = result.get("prompt_control")
+    if control:
+        lines.append("")
+        lines.append(f"Prompt control: accuracy {control['accuracy']} over {control['frames']} frames; "
+                     + ", ".join(f"{k} {v}" for k, v in control["by_prompt"].items()))
+        if control.get("paraphrases"):
+            lines.append(f"Held-out paraphrases: accuracy {control['paraphrases']['accuracy']}")
+        worlds = control.get("eight_worlds")
+        if worlds:
+            lines.append(f"Eight worlds ({worlds['frames']} frames): accuracy {worlds['accuracy']}, structure "
+                         f"first {worlds['structure_first']} / last {worlds['structure_last']}; per segment "
+                         + ", ".join(f"{s['style']} {s['accuracy']} (settles {s['settle_frames']})"
+                                     for s in worlds["segments"]))
     missing = ", ".join(f"{k} ({v})" for k, v in result["not_computed"].items())
     return "\n".join(lines) + (f"\n\nNot computed: {missing}\n" if missing else "\n")
