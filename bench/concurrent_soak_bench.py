@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.webrtc_bench import cpu_seconds, start_server
+from bench.harness import cpu_seconds, start_server
 from studio.server.background import free_port
 from webrtc.client import StudioViewer, WhepViewer
 
