@@ -20,6 +20,7 @@ from studio.cli import main as cli
 from training.gan import GanTerm
 from training.objective import FlashTrainee, ObjectiveSettings, mean_flow_loss, total_derivative
 from training.trainer import Modules, TrainSettings, prepare_objective
+from tests.test_training import SIZE, codec, held_out_outputs, recordings  # noqa: F401 (fixtures)
 
 MEAN_FLOW = dataclasses.replace(TINY, interval_embedding=True)
 
@@ -259,3 +260,29 @@ def test_bad_objective_settings_are_one_line_errors(tmp_path, capsys, flag, valu
     with pytest.raises(SystemExit) as exc:
         cli(["train", str(tmp_path), "--objective", "distill", "-o", str(tmp_path / "out")])
     assert exc.value.code == 2
+
+
+# ---- the CLI, end to end --------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_train_meanflow_with_gan_resumes_and_writes_a_mean_flow_directory(recordings, codec, tmp_path):
+    """`train --objective meanflow --gan-weight`: checkpoints carry the discriminator, a resume continues, and the
+    exported directory loads as the mean-flow variant and renders."""
+    import json
+
+    from renderer import create_renderer
+
+    out = tmp_path / "mf"
+    common = ["train", str(recordings["a"]), "--config", "tiny", "--codec", str(codec), "--size", SIZE,
+              "--chunks", "2", "--objective", "meanflow", "--gan-weight", "0.05", "--checkpoint-every", "2",
+              "--log-every", "1", "-o", str(out), "--no-progress"]
+    assert cli(common + ["--steps", "2"]) == 0
+    assert "gan" in torch.load(sorted((out / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    assert cli(common + ["--steps", "3", "--resume"]) == 0
+    assert json.loads((out / "transformer/config.json").read_text())["flash"]["interval_embedding"] is True
+    renderer = create_renderer("flash", weights=str(out), device="cpu")
+    assert renderer.pipeline.sampler.mean_flow
+    outputs, _, _ = held_out_outputs(out, recordings["held"])
+    assert len(outputs) and outputs[0].shape[-1] == 3
+    # a flow run refuses to resume the mean-flow checkpoints
+    flow = [("flow" if c == "meanflow" else c) for c in common]
+    assert cli(flow + ["--steps", "4", "--resume"]) == 2
