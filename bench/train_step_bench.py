@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/train_step_bench.py --config nano --size 160x96 --threads 2 --steps 6
     .venv/bin/python bench/train_step_bench.py --stem-stride 1      # nano with the full-resolution G-buffer stem
-    .venv/bin/python bench/train_step_bench.py --objectives flow,meanflow --warmup 2   # mean flow's JVP, warm-up
+    .venv/bin/python bench/train_step_bench.py --objectives flow,meanflow --threads 1 --clock cpu   # mean flow's JVP
 
 Codec step (`train codec`): encode, decode, loss, backward, optimiser. Renderer step (`train`): RGB targets
 (the frozen codec encoder, or the cache that replaces it), G-buffer encoder, transformer over the chunks,
@@ -31,13 +31,18 @@ from training.codec import Codec, CodecSettings, codec_loss  # noqa: E402
 from training.objective import FlashTrainee, ObjectiveSettings  # noqa: E402
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}   # cpu: this process's CPU time (a shared machine)
+
+
 class Stopwatch:
+    clock = time.perf_counter
+
     def __init__(self):
         self.parts: dict[str, list[float]] = {}
-        self._t = time.perf_counter()
+        self._t = self.clock()
 
     def lap(self, name: str) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         self.parts.setdefault(name, []).append(1000 * (now - self._t))
         self._t = now
 
@@ -108,9 +113,12 @@ def main() -> None:
     p.add_argument("--objectives", default="flow", help="comma-separated: flow, meanflow")
     p.add_argument("--warmup", type=int, default=0, help="history warm-up chunks before the trained ones")
     p.add_argument("--stem-stride", type=int, choices=(1, 2), help="override the config's G-buffer stem stride")
+    p.add_argument("--clock", choices=tuple(CLOCK), default="wall",
+                   help="wall time, or this process's CPU time (steadier on a loaded machine; use --threads 1)")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    Stopwatch.clock = staticmethod(CLOCK[a.clock])
     torch.manual_seed(0)
     width, height = (int(v) for v in a.size.split("x"))
     config = get_config(a.config)
