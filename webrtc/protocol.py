@@ -9,6 +9,7 @@ Server → client: `ServerMessage` models; `wire()` is the JSON sent.
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -342,6 +343,10 @@ class Pong(_ServerMessage):
     type: Literal["pong"] = "pong"
     t: float                           # the page's clock, echoed
     server_ms: float                   # the server's clock, Unix milliseconds
+
+    @classmethod
+    def answer(cls, t: float) -> "Pong":
+        return cls(t=t, server_ms=time.time() * 1e3)
 
 
 class TakeStopped(_ServerMessage):

@@ -24,7 +24,7 @@ ENDED_FLUSH_S = 1.0  # at most this long for the "ended" messages to leave befor
 # what a watcher may ask over its data channel, and the session's answer; everything else steers the session
 WATCHER_REQUESTS: dict[str, Callable[[Any, Any], dc.ServerMessage]] = {
     "stats": lambda session, msg: session.stats(),
-    "ping": lambda session, msg: session.pong(msg.t),
+    "ping": lambda session, msg: dc.Pong.answer(msg.t),
 }
 
 

@@ -11,7 +11,7 @@ from webrtc.protocol import SessionFacts
 
 
 class SessionOptions(BaseModel):
-    """What a live session and an offline render of it both ask for; SessionManager.plan resolves them against
+    """What a live session and an offline render of it both ask for; SessionPlanner.plan resolves them against
     the server's settings, the same way for both."""
 
     model_config = ConfigDict(extra="forbid")

@@ -86,7 +86,7 @@ class OscControl(asyncio.DatagramProtocol):
             kinds, build = self.commands[command]
             message = build(session.id, _args(args, *kinds, address=address))
             if message is not None:
-                session.control(message)
+                session.handlers.apply(message)
         except OscRejected as exc:
             self._reject(exc)
         except UserError as exc:   # the session refused it: unknown preset, seek on a live source, ...
