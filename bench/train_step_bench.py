@@ -2,7 +2,8 @@
 
     python -m bench.train_step_bench --config nano --size 160x96 --threads 2 --steps 6
     python -m bench.train_step_bench --stem-stride 1      # nano with the full-resolution G-buffer stem
-    python -m bench.train_step_bench --objectives flow,meanflow --warmup 2   # mean flow's JVP, warm-up
+    python -m bench.train_step_bench --objectives flow,meanflow --threads 1 --clock cpu   # mean flow's JVP
+    python -m bench.train_step_bench --warmup 2                                         # history warm-up
 
 Codec step (`train codec`): encode, decode, loss, backward, optimiser. Renderer step (`train`): RGB targets
 (the frozen codec encoder, or the cache that replaces it), G-buffer encoder, transformer over the chunks,
@@ -26,13 +27,18 @@ from training.codec import Codec, CodecSettings, codec_loss
 from training.objective import FlashTrainee, ObjectiveSettings
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}   # cpu: this process's CPU time (a shared machine)
+
+
 class Stopwatch:
+    clock = time.perf_counter
+
     def __init__(self):
         self.parts: dict[str, list[float]] = {}
-        self._t = time.perf_counter()
+        self._t = self.clock()
 
     def lap(self, name: str) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         self.parts.setdefault(name, []).append(1000 * (now - self._t))
         self._t = now
 
@@ -103,8 +109,11 @@ def main() -> None:
     p.add_argument("--objectives", default="flow", help="comma-separated: flow, meanflow")
     p.add_argument("--warmup", type=int, default=0, help="history warm-up chunks before the trained ones")
     p.add_argument("--stem-stride", type=int, choices=(1, 2), help="override the config's G-buffer stem stride")
+    p.add_argument("--clock", choices=tuple(CLOCK), default="wall",
+                   help="wall time, or this process's CPU time (steadier on a loaded machine; use --threads 1)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    Stopwatch.clock = staticmethod(CLOCK[a.clock])
     torch.manual_seed(0)
     width, height = (int(v) for v in a.size.split("x"))
     config = get_config(a.config)

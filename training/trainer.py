@@ -40,7 +40,7 @@ from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
 from training.errors import TrainingError
 from training.gan import GanTerm
-from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_fill
+from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_reach_long
 from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
@@ -68,7 +68,8 @@ class TrainSettings:
     discrete_sigma_prob: float = 0.5
     objective: str = "flow"          # flow | meanflow (objective.py)
     interval_prob: float = 0.5       # mean flow: share of continuous draws with r < t
-    history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: fill)
+    history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: enough
+                                       # for the long tier, auto_history_chunks)
     gan_weight: float = 0.0          # the patch-GAN term's weight (0: off; gan.py)
     gan_lr: float = 2e-4
     rollout_start: float = 0.5       # self-rollout from this step on: a fraction of --steps if < 1, else a step
@@ -225,13 +226,13 @@ def prepare_objective(m: Modules, s: TrainSettings) -> None:
 
 
 def auto_history_chunks(recordings: list[str], config: FlashConfig, chunks: int) -> int:
-    """Warm-up chunks enough to reach every history tier, as many as the shortest recording allows beside the
-    trained chunks (read from the sources' lengths, nothing decoded)."""
+    """Warm-up chunks enough for the last trained chunk to reach the long history tier, as many as the shortest
+    recording allows beside the trained chunks (read from the sources' lengths, nothing decoded)."""
     try:
         shortest = min(_frames(path) for path in recordings)
     except (OSError, ValueError, TypeError):   # UserError is a ValueError; the real load names what is wrong
-        return warmup_chunks_to_fill(config)
-    return max(0, min(warmup_chunks_to_fill(config), shortest // config.chunk_frames - chunks))
+        return warmup_chunks_to_reach_long(config, chunks)
+    return max(0, min(warmup_chunks_to_reach_long(config, chunks), shortest // config.chunk_frames - chunks))
 
 
 def _frames(path: str) -> int:
