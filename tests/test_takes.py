@@ -45,9 +45,9 @@ def take(studio):
     return record_take(studio)
 
 
-def record_take(studio) -> tuple[dict, dict]:
+def record_take(studio) -> tuple[dict, dict, str]:
     """Drive a take: start over the data channel, a live switch to volcano, stop over REST. → (stopped message,
-    the switch's ack)."""
+    the switch's ack, the visitor's owner key: the take is that visitor's)."""
     async def scenario():
         async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
             await viewer.wait_frames(3)
@@ -67,12 +67,12 @@ def record_take(studio) -> tuple[dict, dict]:
                 assert res.status_code == 200 and res.json()["recording"] is False, res.text
             stopped = await viewer.wait_message("take", state="stopped", timeout=60)
         assert await wait_no_sessions(studio)
-        return stopped, switched
+        return stopped, switched, viewer.owner_key
     return asyncio.run(scenario())
 
 
 def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio, take, tmp_path):
-    stopped, switched = take
+    stopped, switched, _ = take
     take = studio.settings.takes_path / stopped["take_id"]
     assert stopped["path"] == f"takes/{stopped['take_id']}" and stopped["reason"] is None   # no server path
     meta = json.loads((take / "take.json").read_text())
@@ -102,9 +102,11 @@ def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio
 
 
 def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
-    stopped, _ = take
+    stopped, _, owner_key = take
     source = f"take:{stopped['take_id']}"
     with httpx.Client(base_url=studio.url, timeout=60) as http:
+        assert source not in [c["id"] for c in http.get("/api/ui/sources").json()]   # another visitor's take
+    with httpx.Client(base_url=studio.url, timeout=60, headers={"Authorization": f"Bearer {owner_key}"}) as http:
         listed = [c for c in http.get("/api/ui/sources").json() if c["id"] == source]
         assert len(listed) == 1 and listed[0]["kind"] == "take", listed
         assert f"{stopped['frames']} frames of demo, 64x32" in listed[0]["title"]
@@ -119,7 +121,8 @@ def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
 
     async def scenario():
         # no prompt and no schedule: the take plays with its own schedule, frame for frame
-        async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False) as viewer:
+        async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False,
+                                key=owner_key) as viewer:                      # the take's own visitor
             await viewer.wait_frames(stopped["frames"] // 2)
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
                 res = await http.get(f"/api/sessions/{viewer.session_id}/schedule", headers=viewer.auth)

@@ -64,7 +64,9 @@ async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: Visit
     session's `owner_key`, which every route on the session then needs (`Authorization: Bearer KEY`). An offer
     that presents an owner key the studio issued starts another session of that visitor, with the same key."""
     visitor = visitors.admit(key)
-    visitors.require_source(visitor, offer.source, settings.data_dir, settings.takes_path)
+    caller = visitors.find(key)       # the admin plays any source; its sessions still get keys of their own
+    visitors.require_source(caller if caller is not None else visitor, offer.source, settings.data_dir,
+                            settings.takes_path)
     return await manager.offer(offer, visitors.grant(visitor, settings.takes))
 
 
