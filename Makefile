@@ -6,6 +6,8 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium coturn
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# pyproject's `engines` requirements: `bpy` (without its marker) or the `rest`
+ENGINES_EXTRA = $(BIN)/python -c "import sys, tomllib; reqs = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['engines']; print(' '.join(r.split(';')[0].strip() for r in reqs if r.startswith('bpy') == (sys.argv[1] == 'bpy')))"
 
 .PHONY: setup studio test test-repeat system-packages
 
@@ -21,6 +23,10 @@ $(STAMP): pyproject.toml
 	# CPU build from local disk first; a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[flash,text,train,dev,cluster]'
+	# The engines extra (panda3d, bpy, grpc), with bpy apart: its metadata asks for numpy<2, which would take numpy
+	# and pandas back a major version for the whole studio; it renders on numpy 2 (tests/test_record_blender.py).
+	$(BIN)/pip install -q $$($(ENGINES_EXTRA) rest)
+	$(BIN)/pip install -q --no-deps $$($(ENGINES_EXTRA) bpy) && $(BIN)/pip install -q cython requests zstandard
 	touch $(STAMP)
 
 setup: $(STAMP)

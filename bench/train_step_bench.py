@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/train_step_bench.py --config nano --size 160x96 --threads 2 --steps 6
     .venv/bin/python bench/train_step_bench.py --stem-stride 1      # nano with the full-resolution G-buffer stem
+    .venv/bin/python bench/train_step_bench.py --objectives flow,meanflow --warmup 2   # mean flow's JVP, warm-up
 
 Codec step (`train codec`): encode, decode, loss, backward, optimiser. Renderer step (`train`): RGB targets
 (the frozen codec encoder, or the cache that replaces it), G-buffer encoder, transformer over the chunks,
@@ -69,13 +70,15 @@ def codec_step_ms(config, width: int, height: int, batch: int, clip_frames: int,
     return watch.medians()
 
 
-def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, steps: int, rollout: bool) -> dict:
+def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, steps: int, rollout: bool,
+                     objective: str = "flow", warmup: int = 0) -> dict:
     codec = Codec(32, tuple(config.decoder_channels))
     encoder = codec.encoder_module().eval().requires_grad_(False)
+    config = dataclasses.replace(config, interval_embedding=objective == "meanflow")
     trainee = FlashTrainee(config, FlashTransformer(config), GBufferEncoder.for_config(config),
-                           ObjectiveSettings(chunks))
+                           ObjectiveSettings(chunks, objective=objective))
     opt = torch.optim.AdamW([p for p in trainee.parameters() if p.requires_grad], lr=5e-4)
-    frames = chunks * config.chunk_frames
+    frames = (warmup + chunks) * config.chunk_frames
     gbuffer = torch.rand(batch, frames, 5, 3, height, width)
     rgb = torch.rand(batch, frames, 3, height, width)
     prompt = torch.randn(batch, config.text_len, config.text_dim)
@@ -86,7 +89,7 @@ def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, s
         with torch.no_grad():
             target = encoder(rgb)
         watch.lap("RGB targets (codec encoder)")
-        loss = trainee(gbuffer, target, prompt, rollout, gen)
+        loss = trainee(gbuffer, target, prompt, rollout, gen, warmup)
         watch.lap("forward (G-buffer encoder, transformer" + (", self-rollout)" if rollout else ")"))
         optimise(watch, opt, loss)
     watch.parts.pop("idle")
@@ -102,6 +105,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--chunks", type=int, default=2)
     p.add_argument("--codec-clip", type=int, default=8)
+    p.add_argument("--objectives", default="flow", help="comma-separated: flow, meanflow")
+    p.add_argument("--warmup", type=int, default=0, help="history warm-up chunks before the trained ones")
     p.add_argument("--stem-stride", type=int, choices=(1, 2), help="override the config's G-buffer stem stride")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args()
@@ -111,11 +116,12 @@ def main() -> None:
     config = get_config(a.config)
     if a.stem_stride:
         config = dataclasses.replace(config, gbuffer_stem_stride=a.stem_stride)
-    rows = {
-        "codec": codec_step_ms(config, width, height, a.batch, a.codec_clip, a.steps),
-        "renderer, teacher forcing": renderer_step_ms(config, width, height, a.batch, a.chunks, a.steps, False),
-        "renderer, self-rollout": renderer_step_ms(config, width, height, a.batch, a.chunks, a.steps, True),
-    }
+    rows = {"codec": codec_step_ms(config, width, height, a.batch, a.codec_clip, a.steps)}
+    for objective in a.objectives.split(","):
+        for rollout in (False, True):
+            name = f"renderer {objective}, {'self-rollout' if rollout else 'teacher forcing'}"
+            rows[name] = renderer_step_ms(config, width, height, a.batch, a.chunks, a.steps, rollout, objective,
+                                          a.warmup)
     for name, parts in rows.items():
         print(f"{name}: " + " · ".join(f"{k} {v} ms" for k, v in parts.items()))
     if a.json:

@@ -62,6 +62,10 @@ class RemoteSession(RenderSession):
         self.lost_cause: str | None = None
         self._closed = False
 
+    @property
+    def host(self) -> str | None:
+        return self.worker.name if self.worker is not None else None
+
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
         import ray
 

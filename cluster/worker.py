@@ -42,7 +42,7 @@ class RenderWorker:
         session = self.renderer.open_session(width, height, seed)
         with self._lock:
             self.sessions[session_id] = session
-        return {"chunk_size": session.chunk_size, "max_chunk": getattr(session, "max_chunk", None)}
+        return {"chunk_size": session.chunk_size, "max_chunk": session.max_chunk}
 
     def render(self, session_id: str, frames: Sequence[GBufferFrame],
                conditioning: Sequence[Conditioning]) -> RenderResult:

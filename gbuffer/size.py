@@ -1,7 +1,7 @@
 """Picture sizes: the one `Size` type, its text form ('832x448') and its checks.
 
 Every size a user gives (CLI `--size`, an offer's or a render job's `size`) is parsed here, and each consumer
-states its own rule as a multiple: a renderer's (renderer.SIZE_RULES), H.264's even sides (video writers)."""
+states its own rule as a multiple: a renderer's (renderer.base.SizeRule), H.264's even sides (video writers)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from prompt_presets.presets import (
 )
 from prompt_presets.reference_params import ReferenceParams, blend_params
 from prompt_presets.resolve import conditioning_for, resolve_prompt
+from prompt_presets.spec import PromptSpec
 
 __all__ = [
     "BlendMode",
@@ -21,6 +22,7 @@ __all__ = [
     "REPORT_STYLES",
     "Preset",
     "PresetError",
+    "PromptSpec",
     "ReferenceParams",
     "WeightedPrompt",
     "blend_params",

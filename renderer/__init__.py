@@ -1,42 +1,45 @@
-"""Renderers: the protocol, the reference style shader (CPU default) and the flash model (GPU)."""
+"""Renderers: the protocol (base.py), and the table of backends: the reference style shader (CPU default) and
+the flash model (GPU). A backend is imported when it is first built, never by naming it."""
 
 from __future__ import annotations
 
-from gbuffer.size import Size, SizeError
-from renderer.base import Renderer, RendererError, RenderResult, RenderSession
-
-RENDERERS = ("reference", "flash")
-REFERENCE_BACKENDS = ("auto", "gl", "torch")   # the reference renderer's `backend` option (renderer/reference)
-# Each renderer's one size rule: a multiple for both sides, and why. Known without importing the backend, so
-# an offer is checked before a model loads.
-SIZE_RULES = {"reference": (1, "any size"),
-              "flash": (16, "the codecs downsample 8x and the transformer takes 2x2 patches")}
+from renderer.base import (BatchFn, Renderer, RendererError, RenderResult, RendererSpec, RenderSession, SizeRule,
+                           check_size, register, renderer_names, renderer_spec)
+from renderer.flash.config import PATCH_MULTIPLE     # light: the flash model's shapes, no model stack
 
 
-def check_size(renderer: str, width: int, height: int, where: str = "size") -> Size:
-    """Size(width, height) if `renderer` can render it; else a RendererError naming the rule."""
-    multiple, why = SIZE_RULES[renderer]
-    try:
-        return Size(width, height).require_multiple(multiple, f"the {renderer} renderer: {why}", where)
-    except SizeError as exc:
-        raise RendererError(exc.detail, exc.where) from None
+def _reference() -> type[Renderer]:
+    from renderer.reference import ReferenceRenderer
+
+    return ReferenceRenderer
+
+
+def _flash() -> type[Renderer]:
+    from renderer.flash import FlashRenderer
+
+    return FlashRenderer
+
+
+def _flash_batch() -> BatchFn:
+    from renderer.flash.batch import render_batch
+
+    return render_batch
+
+
+# Reference frames are independent per-pixel math: no batched pass (its sessions render one after another).
+REFERENCE = register(RendererSpec("reference", SizeRule(), _reference,
+                                  options={"backend": ("auto", "gl", "torch")}))
+FLASH = register(RendererSpec("flash", SizeRule(PATCH_MULTIPLE, "the codecs downsample 8x and the transformer takes "
+                                                                 "2x2 patches"), _flash, batch=_flash_batch))
+
+RENDERERS = renderer_names()
+REFERENCE_BACKENDS = REFERENCE.options["backend"]    # the reference renderer's `backend` option
 
 
 def create_renderer(name: str = "reference", **options) -> Renderer:
-    """Build a renderer by name. Options are backend-specific (device, weights=DIR, ...).
-
-    Imports are lazy so that the reference renderer never pulls in the model stack.
-    """
-    if name == "reference":
-        from renderer.reference import ReferenceRenderer
-
-        return ReferenceRenderer(**options)
-    if name == "flash":
-        from renderer.flash import FlashRenderer
-
-        return FlashRenderer(**options)
-    raise RendererError(f"unknown renderer {name!r}; choose one of {', '.join(RENDERERS)}", "--renderer")
+    """Build a renderer by name. Options are backend-specific (device, weights=DIR, ...)."""
+    return renderer_spec(name).load()(**options)
 
 
-__all__ = ["REFERENCE_BACKENDS", "RENDERERS", "SIZE_RULES", "Renderer", "RendererError", "RenderResult", "RenderSession", "check_size",
-           "create_renderer"]
+__all__ = ["FLASH", "REFERENCE", "REFERENCE_BACKENDS", "RENDERERS", "Renderer", "RendererError", "RendererSpec",
+           "RenderResult", "RenderSession", "SizeRule", "check_size", "create_renderer", "renderer_spec"]

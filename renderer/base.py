@@ -3,18 +3,23 @@
 A Renderer is configured once (weights, device); `open_session` starts one rollout at a size and seed.
 A RenderSession keeps its own history and takes frames in chunks of at most `chunk_size`, each frame with
 its conditioning, and returns the RGB frames with per-stage timings. Renderers know nothing of WebRTC.
+
+A RendererSpec says what the studio knows of a backend before importing it (name, size rule, options, how to
+build it and batch its sessions); renderer/__init__.py declares the table and registers it here, so a backend
+checks its sizes with `check_size` from this module and never imports the table back.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from alaya_errors import UserError
 from gbuffer.frame import GBufferFrame
+from gbuffer.size import Size, SizeError
 from prompt_presets.conditioning import Conditioning
 
 
@@ -44,6 +49,10 @@ class RenderSession(abc.ABC):
     seed: int
     chunk_size: int                 # frames a rollout hands over per step (what a live session waits for)
     max_chunk: int | None = None    # frames render() accepts at once when more than chunk_size (None: the same)
+    # Optional hooks, None where a backend has no such thing:
+    host: str | None = None         # the render worker this session renders on (cluster/); None: this process
+    on_lost: Callable[[str], None] | None = None   # set by the owner; called with the cause if the session is
+                                                   # lost outside render() (its render worker died)
 
     @abc.abstractmethod
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
@@ -80,6 +89,66 @@ class Renderer(abc.ABC):
     def describe(self) -> dict:
         """What the UI and /api/health show about this backend."""
         return {"name": self.name, "chunk_size": self.chunk_size}
+
+    def close(self) -> None:
+        """Free what the backend holds beyond its sessions (a batch thread); by default nothing."""
+
+
+# sessions, their chunks → each session's result, or the exception its chunk raised (renderer/batching.py)
+BatchFn = Callable[[Sequence[RenderSession], Sequence[Sequence[GBufferFrame]], Sequence[Sequence[Conditioning]]],
+                   list["RenderResult | Exception"]]
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    """A renderer's one size rule: both sides a multiple of `multiple` (1: any size), and why."""
+
+    multiple: int = 1
+    why: str = "any size"
+
+    def check(self, renderer: str, width: int, height: int, where: str = "size") -> Size:
+        try:
+            return Size(width, height).require_multiple(self.multiple, f"the {renderer} renderer: {self.why}", where)
+        except SizeError as exc:
+            raise RendererError(exc.detail, exc.where) from None
+
+
+@dataclass(frozen=True)
+class RendererSpec:
+    """One backend, known without importing it: an offer's size and options are checked before a model loads.
+
+    `load` and `batch` import the backend on first use (the reference renderer never pulls in the model stack).
+    `options`: the backend's options that take one of a closed set of values (name → the values)."""
+
+    name: str
+    size: SizeRule
+    load: Callable[[], Callable[..., Renderer]]          # → the backend's Renderer class
+    batch: Callable[[], BatchFn] | None = None           # → its batched forward pass; None: one session at a time
+    options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+_SPECS: dict[str, RendererSpec] = {}
+
+
+def register(spec: RendererSpec) -> RendererSpec:
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def renderer_names() -> tuple[str, ...]:
+    return tuple(_SPECS)
+
+
+def renderer_spec(name: str, where: str = "--renderer") -> RendererSpec:
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise RendererError(f"unknown renderer {name!r}; choose one of {', '.join(_SPECS)}", where) from None
+
+
+def check_size(renderer: str, width: int, height: int, where: str = "size") -> Size:
+    """Size(width, height) if `renderer` can render it; else a RendererError naming the rule."""
+    return renderer_spec(renderer).size.check(renderer, width, height, where)
 
 
 def check_chunk(session: RenderSession, frames: Sequence[GBufferFrame],

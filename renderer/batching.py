@@ -17,15 +17,12 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
-from renderer.base import Renderer, RendererError, RenderResult, RenderSession
+from renderer.base import BatchFn, Renderer, RendererError, RenderResult, RenderSession, renderer_spec
 
-# sessions, their chunks → each session's result, or the exception its chunk raised (the others still render)
-BatchFn = Callable[[Sequence[RenderSession], Sequence[Sequence[GBufferFrame]], Sequence[Sequence[Conditioning]]],
-                   list["RenderResult | Exception"]]
 DEFAULT_WAIT_S = 0.010
 DEFAULT_MAX_BATCH = 4
 
@@ -162,7 +159,7 @@ class BatchedSession(RenderSession):
         self.owner, self.inner = owner, inner
         self.width, self.height, self.seed = inner.width, inner.height, inner.seed
         self.chunk_size = inner.chunk_size
-        self.max_chunk = getattr(inner, "max_chunk", None)
+        self.max_chunk = inner.max_chunk
         self._closed = False
 
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
@@ -178,9 +175,6 @@ class BatchedSession(RenderSession):
 
 
 def batch_function(name: str) -> BatchFn:
-    """The batch function of renderer `name` (one of RENDERERS)."""
-    if name == "flash":
-        from renderer.flash.batch import render_batch
-
-        return render_batch
-    return render_each
+    """The batch function of renderer `name` (its spec's batched pass, else one session after another)."""
+    load = renderer_spec(name).batch
+    return load() if load is not None else render_each

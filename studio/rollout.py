@@ -20,7 +20,8 @@ from renderer.base import RenderSession
 
 
 class ConditioningTimeline(Protocol):
-    """Anything that maps a timeline frame to conditioning (a Schedule does)."""
+    """Anything that maps a timeline frame to conditioning: a Schedule, or a live session's LiveTimeline
+    (studio/schedule/live.py), which also takes edits while it plays."""
 
     def conditioning_at(self, frame: int) -> Conditioning: ...
 
@@ -37,8 +38,8 @@ class RenderedFrame:
 
 
 class Rollout:
-    """Owns a source, a schedule and a render session. Not thread-safe: one caller at a time; replacing
-    `schedule` from another thread is fine (it is read once per chunk)."""
+    """Owns a source, a timeline and a render session. Not thread-safe: one caller at a time (a live session
+    edits its timeline from the same worker thread, between chunks)."""
 
     def __init__(self, source: Source, schedule: ConditioningTimeline, session: RenderSession):
         self.source = source

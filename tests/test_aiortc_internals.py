@@ -9,11 +9,12 @@ import inspect
 
 import av
 import numpy as np
-from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import RTCPeerConnection, RTCRtpSender
 from aiortc.codecs.h264 import H264Encoder
 from aiortc.codecs.vpx import Vp8Encoder
 
-from webrtc.encoders import EncoderSettings, SessionH264Encoder, SessionVp8Encoder, prefer_codecs
+from webrtc.answer import answer_sendonly
+from webrtc.encoders import EncoderSettings, SessionH264Encoder, SessionVp8Encoder
 from webrtc.track import FrameBuffer, SessionVideoTrack
 
 
@@ -50,22 +51,23 @@ def test_the_vp8_encoder_still_keeps_its_codec_in_an_attribute():
 
 
 def test_our_encoders_encode_through_aiortc_and_the_negotiated_codec_is_in_transceiver_codecs():
-    """End to end on aiortc's own objects: a real offer/answer fills `transceiver._codecs` in our preference order,
-    and both session encoders turn a frame into RTP payloads through aiortc's packetizers."""
+    """End to end on aiortc's own objects: a real offer/answer through `answer_sendonly` (the one reader of
+    `transceiver._codecs`) gives the negotiated codec in our preference order, and both session encoders turn a
+    frame into RTP payloads through aiortc's packetizers."""
+
     async def negotiate() -> str:
         offerer, answerer = RTCPeerConnection(), RTCPeerConnection()
         try:
             offerer.addTransceiver("video", direction="recvonly")
             await offerer.setLocalDescription(await offerer.createOffer())
             track = SessionVideoTrack(FrameBuffer(1, asyncio.get_running_loop()), 30.0)
-            transceiver = answerer.addTransceiver(track, direction="sendonly")
-            prefer_codecs(transceiver)
-            await answerer.setRemoteDescription(RTCSessionDescription(offerer.localDescription.sdp, "offer"))
-            await answerer.setLocalDescription(await answerer.createAnswer())
-            codecs = getattr(transceiver, "_codecs", None)
+            answer = await answer_sendonly(answerer, track, offerer.localDescription.sdp)
+            codecs = getattr(answerer.getTransceivers()[0], "_codecs", None)
             assert codecs, "aiortc internal moved: RTCRtpTransceiver._codecs (the negotiated codecs)"
+            assert answer.sender is answerer.getTransceivers()[0].sender
+            assert "m=video" in answer.sdp and "a=sendonly" in answer.sdp
             track.stop()
-            return codecs[0].mimeType
+            return answer.mime_type
         finally:
             await offerer.close()
             await answerer.close()

@@ -3,6 +3,8 @@ prompt switching, resizing and the user-facing errors."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,11 +13,14 @@ from gbuffer.frame import GBufferFrame
 from helpers.torch_threads import one_torch_thread  # noqa: F401
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
 from renderer import RendererError, create_renderer
+from renderer.flash.config import TINY
 from renderer.flash.decoder import DecoderStream, TinyDecoder
+from renderer.flash.history import LatentHistory
+from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.text import PromptError, blend
 
-RED, BLUE = "a red desert world", "a blue ocean world"
+RED, BLUE, GREEN = "a red desert world", "a blue ocean world", "a green jungle world"
 
 
 def make_frames(n: int, width: int = 64, height: int = 32, start: int = 0, seed: int = 0) -> list[GBufferFrame]:
@@ -80,18 +85,37 @@ def test_prompt_switch_changes_output_from_that_chunk_on_only(renderer):
     assert latent_change > 1e-3
 
 
-def test_history_recache_on_switch_changes_the_switch_chunk():
-    r = create_renderer("flash", prompts=[RED, BLUE], chunk_size=8, recache_on_switch=True)
+def test_history_recache_re_renders_the_recent_history_under_the_new_prompt():
+    """Same seed, same noise draws: the re-cached history differs between two new prompts only if the re-cache
+    denoises under the new prompt (one that ignored it, or used the old one, would leave them equal)."""
+    r = create_renderer("flash", prompts=[RED, BLUE, GREEN], chunk_size=8, recache_on_switch=True)
+    frames = make_frames(16)
+
+    def recached(new_prompt):
+        with r.open_session(64, 32, seed=1) as s:
+            s.render(frames[:8], conds(RED, 8))
+            before = s.history.recent_rgb(1).clone()
+            chunk = s.prepare(frames[8:], conds(new_prompt, 8))        # the re-cache runs here, before denoising
+            return before, s.history.recent_rgb(1).clone(), chunk.timer.timings
+
+    before, blue, timings = recached(BLUE)
+    _, blue_again, _ = recached(BLUE)
+    _, green, _ = recached(GREEN)
+    assert "recache" in timings
+    assert torch.equal(blue, blue_again)                    # deterministic: the noise is the seed's
+    assert not torch.equal(blue, before)                    # the recent history was replaced ...
+    change = (blue - green).abs().mean() / blue.abs().mean()
+    assert change > 1e-3                                    # ... by a rendering that depends on the new prompt
+
+
+def test_without_recache_a_switch_leaves_the_history_as_rendered():
     plain = create_renderer("flash", prompts=[RED, BLUE], chunk_size=8)
     frames = make_frames(16)
-    outs = []
-    for rend in (r, plain):
-        with rend.open_session(64, 32, seed=1) as s:
-            s.render(frames[:8], conds(RED, 8))
-            res = s.render(frames[8:], conds(BLUE, 8))
-            outs.append((res.timings_ms, s.history.recent_rgb(3).clone()))
-    assert "recache" in outs[0][0] and "recache" not in outs[1][0]
-    assert not torch.equal(outs[0][1], outs[1][1])
+    with plain.open_session(64, 32, seed=1) as s:
+        s.render(frames[:8], conds(RED, 8))
+        before = s.history.recent_rgb(1).clone()
+        chunk = s.prepare(frames[8:], conds(BLUE, 8))
+        assert "recache" not in chunk.timer.timings and torch.equal(s.history.recent_rgb(1), before)
 
 
 def test_history_and_decoder_memory_stay_bounded_over_a_long_rollout():
@@ -109,17 +133,28 @@ def test_history_and_decoder_memory_stay_bounded_over_a_long_rollout():
     assert all(size == sizes[0] for size in sizes[1:])
 
 
-def test_sampler_schedule_and_update_rule_recover_a_flow_exactly():
-    sampler = FewStepSampler(num_steps=4, shift=5.0)
-    sigmas = sampler.sigmas()
-    assert sigmas[0] == 1.0 and sigmas[-1] == 0.0 and bool((sigmas[1:] < sigmas[:-1]).all())
-    assert sigmas[2] > 0.5                       # the shift spends the steps at high noise, as Wan does
-    x0, noise = torch.randn(2, 16, 1, 4, 4), torch.randn(2, 16, 1, 4, 4)
-    x = noise
-    for s, s_next in zip(sigmas[:-1].tolist(), sigmas[1:].tolist()):
-        x = sampler.step(x, sampler.velocity_target(x0, noise), s, s_next)   # an exact (mean) velocity
-        assert torch.allclose(x, sampler.add_noise(x0, noise, s_next), atol=1e-5)
-    assert torch.allclose(x, x0, atol=1e-5)
+def test_sampler_time_grid_is_the_shifted_schedule_from_sigma_max_to_zero():
+    # sigma' = shift s / (1 + (shift - 1) s) on s = 1, 3/4, 1/2, 1/4, 0 (Wan / SD3's shift)
+    assert torch.allclose(FewStepSampler(num_steps=4, shift=5.0).sigmas(),
+                          torch.tensor([1.0, 15 / 16, 5 / 6, 5 / 8, 0.0]))
+    assert torch.allclose(FewStepSampler(num_steps=2, shift=1.0, sigma_max=0.8).sigmas(), torch.tensor([0.8, 0.4, 0]))
+    assert FewStepSampler(num_steps=8).sigmas().shape == (9,)
+
+
+@pytest.mark.parametrize("mean_flow", [False, True])
+def test_the_pipeline_asks_the_model_at_each_step_of_the_grid(mean_flow):
+    """A velocity model is asked at t = sigma_i; a mean-flow model for its jump (t, t - r) = (sigma_i,
+    sigma_i - sigma_i+1): exactly num_steps calls, in order, and the update uses what it answered."""
+    config = dataclasses.replace(TINY, interval_embedding=mean_flow)
+    pipe = FlashPipeline.random(config, seed=0, prompts=[RED], device="cpu")
+    asked = []
+    pipe.transformer.register_forward_pre_hook(lambda _m, args: asked.append(args[1].clone()))
+    history = LatentHistory(config.history_sizes, config.in_channels, 2, 4, pipe.device, pipe.dtype)
+    noise = torch.randn(1, 16, 2, 2, 4, generator=torch.Generator().manual_seed(0))
+    pipe.denoise(noise, torch.zeros(1, 80, 2, 2, 4), pipe.prompts.prompt(RED).unsqueeze(0), history.inputs(2))
+    sigmas = pipe.sampler.sigmas()
+    expected = (torch.stack([sigmas[:-1], sigmas[:-1] - sigmas[1:]], dim=-1) if mean_flow else sigmas[:-1]) * 1000
+    assert torch.allclose(torch.stack([a[0] for a in asked]), expected)
 
 
 def test_chunked_decoding_equals_decoding_the_whole_stream():

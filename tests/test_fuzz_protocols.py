@@ -26,10 +26,10 @@ from helpers.watch import recvonly_offer_sdp, start_owner
 from prompt_presets import REPORT_STYLES
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
-from studio.rollout import Rollout
 from studio.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
+from studio.server.planner import SessionPlan
 from studio.server.session import LiveSession
 from webrtc.client import WhepViewer
 from webrtc.protocol import KEYS, MESSAGE_TYPES, ProtocolError, parse_client_message
@@ -92,9 +92,9 @@ def live_session(tmp_path_factory):
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    rollout = Rollout(open_sequence([folder]), Schedule.single("cyberpunk"),
-                      ReferenceRenderer("cpu").open_session(32, 16))
-    session = LiveSession("fuzz", rollout, fps=30, source_name="seq", renderer_name="reference", loop=loop)
+    plan = SessionPlan("seq", "reference", 32, 16, 30.0, 0, Schedule.single("cyberpunk"))
+    session = LiveSession("fuzz", plan, open_sequence([folder]), ReferenceRenderer("cpu").open_session(32, 16),
+                          None, loop=loop)
     channel = RecordingChannel()
     session.attach_channel(channel)
     session.start()
@@ -117,7 +117,7 @@ def worker_alive(session) -> bool:
 @given(message=messages)
 def test_a_live_session_survives_any_message(live_session, message):
     session, channel = live_session
-    session.handle_message(message)  # on the loop in production; thread-safe by design (commands are queued)
+    session.handlers.handle(message)  # on the loop in production; thread-safe by design (commands are queued)
     drain_frames(session)
     assert worker_alive(session), "the session's worker died"
 
@@ -129,7 +129,7 @@ def test_the_session_answered_acks_and_one_line_errors_never_internal_ones(live_
                     {"type": "schedule", "text": "0: polar, 10: volcano"}, {"type": "schedule", "text": "[" * 3000},
                     {"type": "switch", "frame": 5, "prompts": [{"preset": "polar", "weight": 0}]},
                     {"type": "key", "key": "left", "down": True}, {"type": "play"}]:
-        session.handle_message(json.dumps(message))
+        session.handlers.handle(json.dumps(message))
     deadline = time.monotonic() + 20
     while not any(m.get("request") == "play" for m in channel.sent[mark:]) and time.monotonic() < deadline:
         drain_frames(session)

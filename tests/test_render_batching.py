@@ -115,3 +115,13 @@ def test_a_studio_with_batching_streams_two_viewers_through_shared_passes():
         asyncio.run(scenario(studio))
         info = studio.app.state.sessions.loaded_renderer("reference").describe()
         assert info["batching"] == {"max_wait_ms": 1000.0, "max_batch": 4, "sessions": 0}
+
+
+def test_each_backend_batches_as_its_spec_says():
+    from renderer.batching import render_each
+    from renderer.flash.batch import render_batch
+
+    assert batch_function("flash") is render_batch
+    assert batch_function("reference") is render_each        # independent frames: no shared pass
+    with pytest.raises(RendererError, match="unknown renderer 'magic'; choose one of reference, flash"):
+        batch_function("magic")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prompt_presets import Conditioning, WeightedPrompt, get_preset
+from prompt_presets import Conditioning, PromptSpec, WeightedPrompt, get_preset
 from studio.schedule import MAX_FRAMES, Schedule, ScheduleError
 
 
@@ -146,13 +146,9 @@ def test_switch_at_drops_later_segments_and_appends_the_switch():
     assert s.boundaries() == (0, 100)                      # the original is unchanged
 
 
-def test_switch_at_accepts_the_protocols_prompt_objects():
-    class Spec:                                            # what webrtc.protocol.PromptSpec looks like
-        def __init__(self, text=None, preset=None, weight=1.0):
-            self.text, self.preset, self.weight = text, preset, weight
-
-    s = Schedule.single("cyberpunk").switch_at(10, [Spec(preset="polar", weight=1), Spec(text="fog", weight=3)],
-                                               transition=0, mode="slerp")
+def test_switch_at_takes_the_prompt_specs_that_messages_carry():
+    specs = [PromptSpec(preset="polar", weight=1), PromptSpec(text="fog", weight=3)]   # a blend message's prompts
+    s = Schedule.single("cyberpunk").switch_at(10, specs, transition=0, mode="slerp")
     assert weights(s.conditioning_at(10)) == {"polar": 0.25, "fog": 0.75}
     assert s.conditioning_at(10).mode == "slerp"
 

@@ -144,7 +144,7 @@ def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_pa
             assert error["message"] == "no take is recording"
             mark = await viewer.send({"type": "take", "action": "pause"})
             assert "action" in (await viewer.wait_message("error", after=mark))["message"]
-            studio.app.state.sessions.sessions[viewer.session_id].takes = TakeStore(tmp_path / "a-file")
+            studio.app.state.sessions.sessions[viewer.session_id].takes.store = TakeStore(tmp_path / "a-file")
             (tmp_path / "a-file").write_text("not a folder")
             mark = await viewer.send({"type": "take", "action": "start"})
             error = await viewer.wait_message("error", after=mark)

@@ -218,6 +218,28 @@ def test_prompt_text_means_the_same_preset_everywhere(client):
     assert bad["segments"][0]["prompts"] == [{"preset": "holy_gold", "weight": 1.0}]
 
 
+def test_docs_document_every_route_with_its_answer_and_tag(client):
+    """Each route's success answer has a schema (a response model, or the media type of its file, HTML or SDP),
+    and each sits under a tag, so /docs describes the whole API."""
+    def named(schema: dict) -> bool:      # a model, a list of models, or a list of names (/api/presets)
+        return "$ref" in schema or "$ref" in schema.get("items", {}) or schema.get("items") == {"type": "string"}
+
+    paths = client.get("/openapi.json").json()["paths"]
+    undocumented = []
+    for path, operations in paths.items():
+        for method, op in operations.items():
+            code, ok = next((code, r) for code, r in op["responses"].items() if code.startswith("2"))
+            content = ok.get("content", {})
+            documented = code == "204" if not content else (
+                "application/json" not in content or named(content["application/json"]["schema"]))
+            if not op.get("tags") or not documented:
+                undocumented.append(f"{method.upper()} {path}")
+    assert undocumented == []
+    assert "application/sdp" in paths["/whep/{session_id}"]["post"]["responses"]["201"]["content"]
+    assert paths["/api/sessions/{session_id}/schedule"]["get"]["responses"]["200"]["content"][
+        "application/json"]["schema"] == {"$ref": "#/components/schemas/Schedule"}
+
+
 def test_docs_and_favicon_are_served_from_the_package(client):
     page = client.get("/docs").text
     assert "/docs-assets/swagger-ui-bundle.js" in page and "cdn" not in page

@@ -121,7 +121,8 @@ def test_bad_datachannel_messages_name_the_problem(text, match):
 def test_good_datachannel_messages_parse():
     msg = dc.parse_client_message('{"type": "blend", "prompts": [{"preset": "volcano", "weight": 2},'
                                   ' {"text": "a foggy harbour"}], "transition": 12}')
-    assert msg.transition == 12 and [p.name() for p in msg.prompts] == ["volcano", "a foggy harbour"]
+    assert msg.transition == 12 and [(p.preset, p.text, p.weight) for p in msg.prompts] == [
+        ("volcano", None, 2.0), (None, "a foggy harbour", 1.0)]
     assert dc.parse_client_message('{"type": "seek", "frame": 5}').frame == 5
     assert dc.parse_client_message('{"type": "ping", "t": 1796040954230.5}').t == 1796040954230.5
     assert dc.parse_client_message('{"type": "stamp", "on": false}').on is False
@@ -200,3 +201,32 @@ def test_a_frame_waits_in_the_hand_over_until_its_slot_so_the_next_render_starts
         assert at - t0 >= 0.08, at - t0     # only at frame 1's slot, not as soon as the track asked for a frame
         assert buffer.queued == 0 and buffer.drained
     asyncio.run(run())
+
+
+def test_every_client_message_type_has_exactly_one_handler():
+    from studio.server.handlers import HANDLERS, handles
+
+    assert sorted(HANDLERS) == sorted(dc.MESSAGE_TYPES)
+    assert len(dc.MESSAGE_TYPES) == len(set(dc.MESSAGE_TYPES)) == len(dc.CLIENT_MODELS)
+    with pytest.raises(TypeError, match="two handlers for 'ping' messages"):
+        handles("ping")(lambda h, msg: None)     # a second handler is refused where it is declared
+    assert HANDLERS["ping"].__name__ == "ping"
+
+
+def test_server_messages_keep_their_wire_shape():
+    """docs/datachannel.md and the page read these keys: optional details are left out, not sent as null."""
+    assert dc.Ack(request="loop", on=True).wire() == {"type": "ack", "request": "loop", "on": True}
+    assert dc.error_message(dc.ProtocolError("bad", "seek"), "seek").wire() == {
+        "type": "error", "message": "bad", "where": "seek", "request": "seek"}
+    assert dc.Ended(frame=None, reason="gone").wire() == {"type": "ended", "frame": None, "reason": "gone"}
+    hello = dict(session_id="s", source="demo", renderer="reference", width=32, height=16, fps=30, recorded=False,
+                 frames=None, live=True, codec=None)
+    assert "role" not in dc.Hello(**hello, watch={"key": "k"}).wire()
+    assert "watch" not in dc.Hello(**hello, role="watcher").wire()
+
+
+def test_a_message_built_from_fields_is_checked_like_a_parsed_one():
+    assert dc.build(dc.SetPreset, name="polar", transition=8) == dc.parse_client_message(
+        '{"type": "preset", "name": "polar", "transition": 8}')
+    with pytest.raises(dc.ProtocolError, match=r"^seek message: frame: Input should be greater than or equal to 0"):
+        dc.build(dc.Seek, frame=-1)

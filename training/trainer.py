@@ -4,8 +4,10 @@
     codecs       from scratch: the G-buffer encoder trains jointly with the transformer; RGB latents and the
                  shipped decoder come from `train codec` (--codec DIR). A fine-tune keeps the weights' codecs:
                  targets from their own RGB encoder when the directory has one (ours), else the Wan VAE (--vae).
-    objective    objective.py: flow matching with teacher-forced history ("flow"), then self-rollout history
-                 ("rollout") from `rollout_start` of the steps on, for `rollout_prob` of the batches
+    objective    objective.py: flow matching (or, --objective meanflow, mean flow) with teacher-forced history
+                 ("flow"), then self-rollout history ("rollout") from `rollout_start` of the steps on, for
+                 `rollout_prob` of the batches; up to `history_chunks` warm-up chunks fill the history first;
+                 --gan-weight W > 0 adds the patch-GAN term (gan.py)
     LoRA         --lora-rank R: peft adapters on the transformer's attention (targets are an option), plus the
                  text sink trained fully; merged into the exported weights (the adapter is also saved)
     devices      bf16 autocast and gradient checkpointing on CUDA; torchrun → DDP (FSDP with --fsdp)
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import time
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from gbuffer.formats import open_sequence
 from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
@@ -34,7 +38,8 @@ from training import bookkeeping, distributed
 from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
 from training.errors import TrainingError
-from training.objective import FlashTrainee, ObjectiveSettings
+from training.gan import GanTerm
+from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_fill
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
 SETTINGS_FILE = "train_settings.json"
@@ -57,6 +62,11 @@ class TrainSettings:
     lr: float = 5e-4
     chunks: int = 3
     discrete_sigma_prob: float = 0.5
+    objective: str = "flow"          # flow | meanflow (objective.py)
+    interval_prob: float = 0.5       # mean flow: share of continuous draws with r < t
+    history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: fill)
+    gan_weight: float = 0.0          # the patch-GAN term's weight (0: off; gan.py)
+    gan_lr: float = 2e-4
     rollout_start: float = 0.5       # self-rollout from this step on: a fraction of --steps if < 1, else a step
     rollout_prob: float = 0.5        # share of batches with self-rollout history once started
     lora_rank: int = 0               # 0: full fine-tuning
@@ -87,6 +97,13 @@ def check_settings(s: TrainSettings) -> FlashConfig:
             raise TrainingError(f"{name} {v} must be a positive multiple of 16 (8x codec, 2x2 patches)", "--size")
     if s.rollout_start < 0 or not 0 <= s.rollout_prob <= 1 or not 0 <= s.discrete_sigma_prob <= 1:
         raise TrainingError("rollout start must be >= 0; rollout share and discrete-sigma share are in [0, 1]")
+    if s.objective not in OBJECTIVES:
+        raise TrainingError(f"unknown objective {s.objective!r}; choose one of {', '.join(OBJECTIVES)}",
+                            "--objective")
+    if s.history_chunks is not None and s.history_chunks < 0:
+        raise TrainingError(f"must be >= 0, got {s.history_chunks}", "--history-chunks")
+    if s.gan_weight < 0 or not 0 <= s.interval_prob <= 1:
+        raise TrainingError("the GAN weight must be >= 0 and the interval share in [0, 1]", "--gan-weight")
     if s.lora_rank < 0:
         raise TrainingError(f"must be >= 0, got {s.lora_rank}", "--lora-rank")
     if s.weights is None and config.name == "full":
@@ -181,6 +198,29 @@ def apply_lora(transformer: torch.nn.Module, s: TrainSettings) -> torch.nn.Modul
     return model
 
 
+def prepare_objective(m: Modules, s: TrainSettings) -> None:
+    """Mean flow needs the interval embedding: a model without one gains it, zero-initialised (so a fine-tune
+    starts from what the weights compute), and the exported config records it."""
+    if s.objective == "meanflow" and not m.config.interval_embedding:
+        m.transformer.add_interval_embedding()
+        m.config = dataclasses.replace(m.config, interval_embedding=True)
+
+
+def auto_history_chunks(recordings: list[str], config: FlashConfig, chunks: int) -> int:
+    """Warm-up chunks enough to reach every history tier, as many as the shortest recording allows beside the
+    trained chunks (read from the sources' lengths, nothing decoded)."""
+    try:
+        shortest = min(_frames(path) for path in recordings)
+    except (OSError, ValueError, TypeError):   # UserError is a ValueError; the real load names what is wrong
+        return warmup_chunks_to_fill(config)
+    return max(0, min(warmup_chunks_to_fill(config), shortest // config.chunk_frames - chunks))
+
+
+def _frames(path: str) -> int:
+    with open_sequence(Path(path)) as source:
+        return len(source)
+
+
 # ---- the run -----------------------------------------------------------------------------------------------
 
 class Trainer:
@@ -195,9 +235,13 @@ class Trainer:
         self.cuda = self.device.startswith("cuda")
         self.progress = progress and self.dist.is_main
         self.modules = build_modules(s, self.config, self.device)
+        prepare_objective(self.modules, s)
         self.config = self.modules.config
+        self.history_chunks = (auto_history_chunks(recordings, self.config, s.chunks) if s.history_chunks is None
+                               else s.history_chunks)
         cache = s.cache_targets and isinstance(self.modules.targets, CodecTargets)
-        self.data = PairedClips.from_paths(recordings, s.width, s.height, s.chunks * self.config.chunk_frames,
+        clip_chunks = self.history_chunks + s.chunks
+        self.data = PairedClips.from_paths(recordings, s.width, s.height, clip_chunks * self.config.chunk_frames,
                                            s.prompts, start_stride=TEMPORAL_SCALE if cache else 1)
         self.latents = LatentCache(self.modules.targets, self.data.recordings, self.device) if cache else None
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
@@ -209,9 +253,11 @@ class Trainer:
                 else transformer.get_base_model().enable_gradient_checkpointing()
         if not self.modules.train_gbuffer_encoder:
             self.modules.gbuffer_encoder.requires_grad_(False).eval()
+        self.gan = (GanTerm(copy.deepcopy(self.modules.decoder), s.gan_weight, s.gan_lr, self.device, s.seed)
+                    if s.gan_weight > 0 else None)
         self.trainee = FlashTrainee(self.config, transformer, self.modules.gbuffer_encoder,
-                                    ObjectiveSettings(s.chunks, s.discrete_sigma_prob),
-                                    torch.bfloat16 if self.cuda else None).to(self.device)
+                                    ObjectiveSettings(s.chunks, s.discrete_sigma_prob, s.objective, s.interval_prob),
+                                    torch.bfloat16 if self.cuda else None, self.gan).to(self.device)
         self.model = distributed.wrap(self.trainee, self.dist, s.fsdp)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.0, betas=(0.9, 0.99))
@@ -227,7 +273,7 @@ class Trainer:
             raise TrainingError("--resume given but there is no checkpoint in checkpoints/", str(self.out))
         state = bookkeeping.load_checkpoint(path)
         saved = state.get("settings", {})
-        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets"):
+        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets", "objective"):
             if key in saved and saved[key] != getattr(self.s, key):
                 raise TrainingError(f"checkpoint was trained with {key}={saved[key]!r}, this run has "
                                     f"{getattr(self.s, key)!r}", str(path))
@@ -237,6 +283,8 @@ class Trainer:
         except (RuntimeError, ValueError, KeyError) as exc:
             raise TrainingError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:160]}",
                                 str(path)) from None
+        if self.gan is not None and "gan" in state:
+            self.gan.load_state_dict(state["gan"])
         self.generator.set_state(state["generator"])
         self.step = int(state["step"])
         self.log.truncate_after(self.step)
@@ -255,13 +303,26 @@ class Trainer:
             target = self.latents.clips(batch.picks, self.data.clip_frames).to(self.device)
         else:
             target = self.modules.targets(batch.rgb.to(self.device)).float()
-        loss = self.model(batch.gbuffer.to(self.device), target, self.prompts[batch.prompt].to(self.device), rollout,
-                          self.generator)
+        gbuffer, target, warmup = self.warmup_window(batch.gbuffer, target)
+        loss = self.model(gbuffer.to(self.device), target, self.prompts[batch.prompt].to(self.device), rollout,
+                          self.generator, warmup)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
         self.optimizer.step()
+        if self.gan is not None:
+            self.gan.discriminator_step()
         return loss.item(), stage + ("+self" if rollout else "")
+
+    def warmup_window(self, gbuffer: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """A clip holds `history_chunks` warm-up chunks before the trained ones; this step keeps the last w of
+        them, w drawn in 0..history_chunks, so the empty-history start (the rollout's first chunk) trains too."""
+        extra = self.history_chunks
+        if not extra:
+            return gbuffer, target, 0
+        w = int(torch.randint(extra + 1, (1,), generator=self.generator))
+        drop = extra - w
+        return (gbuffer[:, drop * self.config.chunk_frames:], target[:, :, drop * self.config.chunk_latents:], w)
 
     def run(self) -> dict:
         from tqdm import tqdm
@@ -304,6 +365,8 @@ class Trainer:
     def checkpoint(self) -> None:
         state = {"model": distributed.unwrap(self.model).state_dict(), "optimizer": self.optimizer.state_dict(),
                  "generator": self.generator.get_state(), "step": self.step, "settings": self.s.to_json()}
+        if self.gan is not None:
+            state["gan"] = self.gan.state_dict()
         if self.dist.is_main:
             bookkeeping.save_checkpoint(self.out, self.step, state)
             bookkeeping.draw_loss_curve(self.log.records(), self.out / bookkeeping.LOSS_PNG)

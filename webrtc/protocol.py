@@ -1,19 +1,22 @@
 """The data-channel protocol: JSON messages between the browser and its session (see docs/datachannel.md).
 
-Every client message is one JSON object with a `type`; pydantic models here are the single definition of
-their fields. `parse_client_message` turns text into a model or raises `ProtocolError` with one line that
-names the field. Server messages are plain dicts built by the helpers at the bottom.
+Every message, in both directions, is one JSON object with a `type`; the pydantic models here are the single
+definition of their fields. Client → server: `parse_client_message` turns text into one of `ClientMessage`,
+`build` makes one from fields (OSC, REST), both raising `ProtocolError` with one line that names the field.
+Server → client: `ServerMessage` models; `wire()` is the JSON sent.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+import time
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from alaya_errors import UserError
 from gbuffer.input import PlayerInput
+from prompt_presets import PromptSpec
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -27,39 +30,28 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PromptSpec(_Message):
-    """One prompt in a blend: a preset name or free text (`text` may also be a preset name)."""
-
-    text: str | None = Field(None, min_length=1, max_length=2000)
-    preset: str | None = Field(None, min_length=1, max_length=100)
-    weight: float = Field(1.0, ge=0)
-
-    def name(self) -> str:
-        if (self.text is None) == (self.preset is None):
-            raise ProtocolError("give exactly one of 'text' or 'preset'", "prompt")
-        return self.preset or self.text  # type: ignore[return-value]
-
-
-Transition = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
+# A live switch's transition, as its length in frames: 0 = a cut, n = a blend of the message's `mode` over n
+# frames (it becomes a studio.schedule Transition where the switch lands on the timeline).
+TransitionFrames = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
 
 
 class SetPrompt(_Message):
     type: Literal["prompt"]
     text: str = Field(min_length=1, max_length=2000)
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetPreset(_Message):
     type: Literal["preset"]
     name: str = Field(min_length=1, max_length=100)
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetBlend(_Message):
     type: Literal["blend"]
     prompts: list[PromptSpec] = Field(min_length=1, max_length=8)
     mode: Literal["linear", "slerp"] = "linear"
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class SetSchedule(_Message):
@@ -77,7 +69,7 @@ class PatchSchedule(_Message):
     frame: int = Field(ge=0)
     prompts: list[PromptSpec] = Field(min_length=1, max_length=8)
     mode: Literal["linear", "slerp"] = "linear"
-    transition: Transition = 0
+    transition: TransitionFrames = 0
 
 
 class Play(_Message):
@@ -157,8 +149,10 @@ ClientMessage = Annotated[
           Autopilot, Stats, Take, Ping, Stamp],
     Field(discriminator="type")]
 _adapter: TypeAdapter = TypeAdapter(ClientMessage)
-MESSAGE_TYPES = ("prompt", "preset", "blend", "schedule", "switch", "play", "pause", "seek", "loop", "key",
-                 "input", "autopilot", "stats", "take", "ping", "stamp")
+CLIENT_MODELS: dict[str, type[BaseModel]] = {
+    get_args(model.model_fields["type"].annotation)[0]: model for model in get_args(get_args(ClientMessage)[0])}
+MESSAGE_TYPES = tuple(CLIENT_MODELS)
+M = TypeVar("M", bound=BaseModel)
 
 
 def parse_client_message(text: str | bytes) -> BaseModel:
@@ -186,9 +180,22 @@ def parse_client_message(text: str | bytes) -> BaseModel:
     try:
         return _adapter.validate_python(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"][1:]) or "message"
-        raise ProtocolError(f"{field}: {err['msg']}", f"{kind} message") from None
+        raise _protocol_error(exc, kind) from None
+
+
+def build(model: type[M], **fields: Any) -> M:
+    """A client message made from fields rather than text (OSC, REST), checked like a parsed one."""
+    kind = get_args(model.model_fields["type"].annotation)[0]
+    try:
+        return model(type=kind, **fields)
+    except ValidationError as exc:
+        raise _protocol_error(exc, kind, skip=0) from None
+
+
+def _protocol_error(exc: ValidationError, kind: str, skip: int = 1) -> ProtocolError:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"][skip:]) or "message"       # parsed: loc starts with the type
+    return ProtocolError(f"{field}: {err['msg']}", f"{kind} message")
 
 
 class KeyState:
@@ -209,8 +216,161 @@ class KeyState:
                            handbrake="space" in self.held and "down" not in self.held)
 
 
-def error_message(exc: Exception, request: str | None = None) -> dict:
+# ---- server → client --------------------------------------------------------------------------------------
+
+class _ServerMessage(BaseModel):
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()   # fields a message leaves out rather than null
+
+    def wire(self) -> dict:
+        """The JSON object sent (docs/datachannel.md)."""
+        return self.model_dump(exclude={k for k in self.OMITTED_WHEN_NONE if getattr(self, k) is None})
+
+    def text(self) -> str:
+        return json.dumps(self.wire())
+
+
+class SessionFacts(BaseModel):
+    """What a session is: the same in its `hello` and in the REST API's session info."""
+
+    session_id: str
+    source: str
+    renderer: str
+    width: int
+    height: int
+    fps: float
+
+
+class Hello(_ServerMessage, SessionFacts):
+    """Once the channel opens. The owner's has `watch` (the watch key and its links); a watcher's has
+    `role` "watcher" instead."""
+
+    OMITTED_WHEN_NONE = frozenset({"watch", "role"})
+    type: Literal["hello"] = "hello"
+    protocol: int = PROTOCOL_VERSION
+    recorded: bool
+    frames: int | None                 # a recorded source's length
+    live: bool
+    codec: str | None
+    watch: dict[str, Any] | None = None
+    role: Literal["watcher"] | None = None
+
+
+class Status(_ServerMessage):
+    """One per frame sent."""
+
+    OMITTED_WHEN_NONE = frozenset({"control", "take"})
+    type: Literal["status"] = "status"
+    frame: int                         # timeline frame
+    prompts: list[dict[str, Any]]
+    label: str
+    stages_ms: dict[str, float]        # the renderer's, for the whole chunk
+    chunk_size: int
+    rendered_wall: float               # when rendering the chunk began, Unix seconds
+    control: dict[str, Any] | None = None   # the built-in engine's steer/throttle/brake for this frame
+    fps: float                         # measured send rate
+    target_fps: float
+    slow: bool
+    latency_ms: float                  # from the start of rendering the chunk to the frame leaving
+    state: str
+    queued: int                        # rendered, waiting to be sent: the hand-over's depth
+    encode_ms: float | None            # the previous frame's (this one is encoded after its status)
+    take: dict[str, Any] | None = None      # the take being recorded: frames, seconds
+
+
+class Ack(_ServerMessage):
+    """A client message applied: `request` is its type, `frame` where it took effect, and its details."""
+
+    OMITTED_WHEN_NONE = frozenset({"frame", "transition", "label", "whole_loop", "on", "action", "recording",
+                                   "take_id", "frames", "seconds", "path"})
+    type: Literal["ack"] = "ack"
+    request: str
+    frame: int | None = None
+    transition: int | None = None
+    label: str | None = None
+    whole_loop: bool | None = None     # a live switch that took the whole loop
+    on: bool | None = None
+    action: str | None = None          # take: start / stop, with the take's status below
+    recording: bool | None = None
+    take_id: str | None = None
+    frames: int | None = None
+    seconds: float | None = None
+    path: str | None = None
+
+
+class Preparing(_ServerMessage):
+    """A free-text switch waits for the text-matching model; its ack follows once it applies."""
+
+    type: Literal["preparing"] = "preparing"
+    request: str
+    label: str
+
+
+class TimelineChanged(_ServerMessage):
+    """The session changed its own schedule (the next pass of a loop after a live switch)."""
+
+    type: Literal["timeline"] = "timeline"
+    frame: int
+    reason: str
+
+
+class Error(_ServerMessage):
+    """A message or command that failed; the session keeps running (unless it says it ended)."""
+
+    type: Literal["error"] = "error"
+    message: str
+    where: str | None
+    request: str | None
+
+
+class StatsReport(_ServerMessage):
+    """The answer to `stats`."""
+
+    type: Literal["stats"] = "stats"
+    session_id: str
+    state: str
+    frame: int
+    frames_sent: int
+    fps: float
+    target_fps: float
+    codec: str | None
+    bitrate: int | None
+    errors: int
+    time_to_first_frame_ms: float | None
+    last: dict[str, Any]               # the last frame sent: frame, label, stages_ms, latency_ms
+
+
+class Pong(_ServerMessage):
+    type: Literal["pong"] = "pong"
+    t: float                           # the page's clock, echoed
+    server_ms: float                   # the server's clock, Unix milliseconds
+
+    @classmethod
+    def answer(cls, t: float) -> "Pong":
+        return cls(t=t, server_ms=time.time() * 1e3)
+
+
+class TakeStopped(_ServerMessage):
+    """A take's files are closed."""
+
+    type: Literal["take"] = "take"
+    state: Literal["stopped"] = "stopped"
+    take_id: str
+    frames: int
+    path: str
+    reason: str | None                 # why recording stopped early, if it did
+
+
+class Ended(_ServerMessage):
+    type: Literal["ended"] = "ended"
+    frame: int | None
+    reason: str
+
+
+ServerMessage = Union[Hello, Status, Ack, Preparing, TimelineChanged, Error, StatsReport, Pong, TakeStopped, Ended]
+
+
+def error_message(exc: Exception, request: str | None = None) -> Error:
     """Server → client error; the session keeps running."""
     where = getattr(exc, "where", None)
     detail = getattr(exc, "detail", None) or str(exc)
-    return {"type": "error", "message": detail, "where": where, "request": request}
+    return Error(message=detail, where=where, request=request)

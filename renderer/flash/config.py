@@ -23,7 +23,7 @@ from renderer.base import RendererError
 LATENT_CHANNELS = 16       # Wan 2.1 / TAEW2.1 latent channels
 GBUFFER_CHANNELS = 5       # albedo, depth, metallic, normal, roughness (gbuffer.frame.CHANNELS)
 SPATIAL_SCALE = 8          # pixels per latent cell, each axis
-PATCH_MULTIPLE = 16        # sides are multiples of this: 8x codec times the (1, 2, 2) patch (renderer.SIZE_RULES)
+PATCH_MULTIPLE = 16        # sides are multiples of this: 8x codec times the (1, 2, 2) patch (renderer.FLASH.size)
 TEMPORAL_SCALE = 4         # frames per latent frame
 
 # HeliosTransformer3DModel arguments that FlashConfig names (the shapes our code needs); every other argument of
@@ -69,6 +69,10 @@ class FlashConfig:
     timestep_shift: float = Field(5.0, gt=0)
     sigma_max: float = Field(1.0, gt=0, le=1)
     sampler_update: SamplerUpdate = "euler"
+    # mean flow (training/objective.py): a second timestep embedding for the interval t - r, zero-initialised, so
+    # the transformer predicts the average velocity over [r, t]; the sampler's steps become jumps. Off for the
+    # official checkpoint (one timestep embedding); on only for weights trained with `--objective meanflow`.
+    interval_embedding: bool = False
 
     @property
     def in_channels(self) -> int:

@@ -55,7 +55,8 @@ def _size(n: float) -> str:
 
 def render_text(report: dict) -> str:
     lines = [f"{report['dir']}: {'loads' if report['loads'] else 'DOES NOT LOAD'} "
-             f"(config {report['config']['name'] if report['config'] else '?'}, text_sink {report['text_sink']})"]
+             f"(config {report['config']['name'] if report['config'] else '?'}, text_sink {report['text_sink']}"
+             f"{', mean flow: t and t - r embedded' if report.get('mean_flow') else ''})"]
     for name, f in report["files"].items():
         card = f["card"]
         lines.append(f"\n{name}: {f['verdict']}; {f['tensors']} tensors, {_size(f['bytes'])}, "

@@ -117,9 +117,11 @@ class FlashPipeline:
         return self.gbuffer_encoder(frames.to(self.device, self.dtype), memory)
 
     def velocity(self, noisy: torch.Tensor, sigma: float, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
-                 history: HistoryInputs) -> torch.Tensor:
-        """The transformer's velocity for the noisy RGB latent (B, 16, t, h, w) at noise level sigma."""
-        timestep = torch.full((noisy.shape[0],), sigma * 1000.0, device=self.device, dtype=torch.float32)
+                 history: HistoryInputs, jump_end: float | None = None) -> torch.Tensor:
+        """The transformer's velocity for the noisy RGB latent (B, 16, t, h, w) at noise level sigma; a mean-flow
+        model's average velocity from sigma to `jump_end`."""
+        full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+        timestep = self.sampler.timestep_input(full(sigma), None if jump_end is None else full(jump_end))
         hidden = torch.cat([noisy, gbuffer_latent], dim=1).to(self.dtype)
         out = self.transformer(hidden, timestep, prompt.to(self.device, self.dtype), **history.kwargs(),
                                return_dict=False)[0]
@@ -134,7 +136,7 @@ class FlashPipeline:
         sigmas = self.sampler.sigmas().tolist()
         x = noise.to(self.device, torch.float32)
         for i in range(start_step, self.sampler.num_steps):
-            v = self.velocity(x, sigmas[i], gbuffer_latent, prompt, history)
+            v = self.velocity(x, sigmas[i], gbuffer_latent, prompt, history, self.sampler.jump_end(i))
             x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1], fresh_noise)
             if on_step:
                 on_step(i)

@@ -9,8 +9,7 @@ import torch
 
 from alaya_errors import validate
 from prompt_presets.conditioning import Conditioning, WeightedPrompt
-from renderer import check_size
-from renderer.base import Renderer, RendererError
+from renderer.base import Renderer, RendererError, check_size
 from renderer.device import pick_device
 from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline

@@ -3,13 +3,17 @@
 Convention (Wan 2.1, flow matching): x_sigma = (1 - sigma) * x0 + sigma * noise, sigma in [0, 1]; the model
 gets timestep = 1000 * sigma and predicts the velocity v = noise - x0.
 
-Settings (FlashConfig / renderer settings): num_steps, shift, sigma_max, update:
+A mean-flow model (config `interval_embedding`) predicts instead the average velocity u(z, r, t) over [r, t] and
+gets timestep = 1000 * (t, t - r) (`timestep_input`); the few steps are then jumps z_r = z_t - (t - r) u.
+
+Settings (FlashConfig / renderer settings): num_steps, shift, sigma_max, update, mean_flow:
   sigmas   num_steps evenly spaced in (0, 1], bent towards high noise by the shift (as Wan/SD3),
            sigma' = shift * sigma / (1 + (shift - 1) * sigma), then scaled so the first is sigma_max (1.0 or the
            0.999 some distilled schedules start from);
-  euler    x_next = x + (sigma_next - sigma) * u: exact for a mean-flow model, whose u is the mean velocity over
-           the step (also plain Euler for an instantaneous-velocity model);
-  renoise  DMD-style: predict x0 = x - sigma * v, then re-noise it to sigma_next with fresh noise.
+  euler    x_next = x + (sigma_next - sigma) * v: plain Euler for a velocity model; for a mean-flow model the
+           average-velocity jump from sigma to sigma_next (its u is asked for r = sigma_next: `jump_end`);
+  renoise  DMD-style: predict x0 = x - sigma * v, then re-noise it to sigma_next with fresh noise (a mean-flow
+           model is asked for its jump to r = 0).
 """
 
 from __future__ import annotations
@@ -30,10 +34,18 @@ class FewStepSampler:
     shift: float = 5.0
     sigma_max: float = 1.0
     update: SamplerUpdate = "euler"
+    mean_flow: bool = False
 
     @classmethod
     def from_config(cls, config) -> "FewStepSampler":
-        return cls(config.num_steps, config.timestep_shift, config.sigma_max, config.sampler_update)
+        return cls(config.num_steps, config.timestep_shift, config.sigma_max, config.sampler_update,
+                   config.interval_embedding)
+
+    def jump_end(self, i: int) -> float | None:
+        """r of step i's u(z, r, t) for a mean-flow model (None for a velocity model): where the update lands."""
+        if not self.mean_flow:
+            return None
+        return float(self.sigmas()[i + 1]) if self.update == "euler" else 0.0
 
     def sigmas(self) -> torch.Tensor:
         """(num_steps + 1,) float32 from sigma_max down to 0."""
@@ -42,6 +54,14 @@ class FewStepSampler:
 
     def timesteps(self) -> torch.Tensor:
         return self.sigmas()[:-1] * TIMESTEP_SCALE
+
+    @staticmethod
+    def timestep_input(t: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
+        """The transformer's timestep: (B,) = 1000 t for a velocity model, (B, 2) = 1000 (t, t - r) for mean flow."""
+        at_least_fp32 = torch.promote_types(t.dtype, torch.float32)
+        if r is None:
+            return (t * TIMESTEP_SCALE).to(at_least_fp32)
+        return (torch.stack([t, t - r], dim=-1) * TIMESTEP_SCALE).to(at_least_fp32)
 
     @staticmethod
     def add_noise(x0: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor | float) -> torch.Tensor:

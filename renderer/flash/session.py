@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
-from renderer import check_size
-from renderer.base import RendererError, RenderResult, RenderSession, check_chunk
+from renderer.base import RendererError, RenderResult, RenderSession, check_chunk, check_size
 from renderer.flash.config import LATENT_CHANNELS, SPATIAL_SCALE, TEMPORAL_SCALE
 from renderer.flash.decoder import STARTUP_FRAMES, DecoderStream
 from renderer.flash.history import HistoryInputs, LatentHistory

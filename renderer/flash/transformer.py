@@ -12,13 +12,18 @@ block l gets `sink_slots` learned slots that are prepended to the prompt tokens 
 They are attached with forward pre-hooks, so the library's forward runs unchanged and the state-dict names stay
 those of the library. A checkpoint's sink is matched against SINK families (families.py); when none fits, the
 model runs without a sink (`text_sink_status` = "unused").
+
+Mean flow (config `interval_embedding`, only for weights trained with `--objective meanflow`): a second timestep
+embedding for the interval t - r beside Helios's one for t, so the model predicts the average velocity over [r, t].
+The timestep argument is then (B, 2) = 1000 * (t, t - r); the official layout (one embedding) is unchanged.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from diffusers.models.transformers.transformer_helios import HeliosTransformer3DModel
+from diffusers.models.embeddings import TimestepEmbedding
+from diffusers.models.transformers.transformer_helios import HeliosTimeTextEmbedding, HeliosTransformer3DModel
 
 from renderer.flash.config import FlashConfig
 from renderer.flash.families import Family, Shapes
@@ -72,11 +77,39 @@ def sink_families(config: FlashConfig) -> tuple[Family, ...]:
             Family("slots", "text_sink.slots (layers, slots, dim)", build(False)))
 
 
+class IntervalTimeTextEmbedding(HeliosTimeTextEmbedding):
+    """Helios's time and text embedding plus `interval_embedder` for t - r, added to t's embedding before the
+    modulation projection. Its last layer starts at zero, so a model that gains it computes what it did before.
+    timestep: (B,) = t (interval 0: Helios's clean history tokens) or (B, 2) = (t, t - r), both x1000."""
+
+    def __init__(self, dim: int, time_freq_dim: int, time_proj_dim: int, text_embed_dim: int):
+        super().__init__(dim, time_freq_dim, time_proj_dim, text_embed_dim)
+        self.interval_embedder = TimestepEmbedding(in_channels=time_freq_dim, time_embed_dim=dim)
+        nn.init.zeros_(self.interval_embedder.linear_2.weight)
+        nn.init.zeros_(self.interval_embedder.linear_2.bias)
+
+    def forward(self, timestep: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
+                is_return_encoder_hidden_states: bool = True):
+        t, interval = timestep.unbind(-1) if timestep.ndim == 2 else (timestep, torch.zeros_like(timestep))
+        dtype = self.time_embedder.linear_1.weight.dtype
+        temb = (self.time_embedder(self.timesteps_proj(t).to(dtype))
+                + self.interval_embedder(self.timesteps_proj(interval).to(dtype))).type_as(encoder_hidden_states)
+        timestep_proj = self.time_proj(self.act_fn(temb))
+        if encoder_hidden_states is not None and is_return_encoder_hidden_states:
+            encoder_hidden_states = self.text_embedder(encoder_hidden_states)
+        return temb, timestep_proj, encoder_hidden_states
+
+
 class FlashTransformer(HeliosTransformer3DModel):
-    """HeliosTransformer3DModel (every config key passed through) with an optional `text_sink`."""
+    """HeliosTransformer3DModel (every config key passed through) with an optional `text_sink` and, for mean flow,
+    an interval embedding."""
+
+    _keep_in_fp32_modules = [*HeliosTransformer3DModel._keep_in_fp32_modules, "interval_embedder"]
 
     def __init__(self, config: FlashConfig, sink: TextSink | None | str = "new"):
         super().__init__(**config.transformer_kwargs())
+        if config.interval_embedding:
+            self.add_interval_embedding()
         if sink == "new":
             sink = TextSink(config.num_layers, config.sink_slots, config.inner_dim)
         self.text_sink = sink
@@ -87,3 +120,21 @@ class FlashTransformer(HeliosTransformer3DModel):
     @property
     def text_sink_status(self) -> str:
         return "used" if self.text_sink is not None else "unused"
+
+    @property
+    def has_interval_embedding(self) -> bool:
+        return isinstance(self.condition_embedder, IntervalTimeTextEmbedding)
+
+    def add_interval_embedding(self) -> None:
+        """Give this model the (zero-initialised) interval embedding: from scratch, or a fine-tune of weights that
+        lack it (`train --objective meanflow --weights DIR`). Existing parameters are kept, not copied."""
+        if self.has_interval_embedding:
+            return
+        old = self.condition_embedder
+        param = old.time_embedder.linear_1.weight
+        with torch.device(param.device):
+            new = IntervalTimeTextEmbedding(old.time_embedder.linear_1.out_features, old.timesteps_proj.num_channels,
+                                            old.time_proj.out_features, old.text_embedder.linear_1.in_features)
+        new.interval_embedder.to(param.dtype)
+        new.load_state_dict(old.state_dict(), strict=False, assign=True)
+        self.condition_embedder = new

@@ -319,6 +319,7 @@ class WeightsPlan:
         return {"dir": str(self.root), "loads": self.ok,
                 "config": self.config.to_json() if self.config else None,
                 "text_sink": "used" if self.sink is not None else "unused",
+                "mean_flow": bool(self.config and self.config.interval_embedding),   # the interval embedding
                 "files": {name: file_report(f, CARD_BYTES[name], CARD_TOLERANCE) for name, f in self.files.items()}}
 
 

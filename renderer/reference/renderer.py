@@ -17,8 +17,7 @@ import torch
 
 from gbuffer.frame import GBufferFrame
 from prompt_presets.conditioning import Conditioning
-from renderer import REFERENCE_BACKENDS, check_size
-from renderer.base import Renderer, RendererError, RenderResult, RenderSession, check_chunk
+from renderer.base import Renderer, RendererError, RenderResult, RenderSession, check_chunk, check_size, renderer_spec
 from renderer.device import pick_device
 from renderer.reference import effects, lighting, post
 from renderer.reference.style import Style, StyleCache
@@ -38,9 +37,10 @@ class ReferenceRenderer(Renderer):
     chunk_size = 1
 
     def __init__(self, device: str | None = None, backend: str = "auto"):
-        if backend not in REFERENCE_BACKENDS:
-            raise RendererError(f"unknown reference backend {backend!r}; choose one of "
-                                f"{', '.join(REFERENCE_BACKENDS)}", "backend")
+        backends = renderer_spec(self.name).options["backend"]
+        if backend not in backends:
+            raise RendererError(f"unknown reference backend {backend!r}; choose one of {', '.join(backends)}",
+                                "backend")
         self.device = pick_device(device)
         if backend == "gl" and self.device.type != "cpu":
             raise RendererError("the gl backend renders with OpenGL, not on a torch device; use device cpu", "backend")

@@ -1,4 +1,9 @@
-"""`alaya-studio engine --connect URL`: run the built-in kart engine as an external engine feeding a studio."""
+"""`alaya-studio engine [kart|panda3d] --connect URL`: run an engine as an external feed into a running studio.
+
+    alaya-studio engine --connect URL             the built-in kart engine
+    alaya-studio engine panda3d --connect URL     Panda3D's environment with a Bullet car (the `engines` extra),
+                                                  each frame paired with its own lit image; --show opens a window
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,30 @@ import sys
 
 from alaya_errors import UserError
 
+ENGINES = ("kart", "panda3d")
+
 
 def register(sub) -> None:
-    p = sub.add_parser("engine", help="run the built-in engine as an external feed into a running studio")
+    p = sub.add_parser("engine", help="run an engine (built-in kart, or panda3d) as an external feed into a studio",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("kind", nargs="?", choices=ENGINES, default="kart", help="which engine (default: kart)")
     p.add_argument("--connect", required=True, metavar="URL",
                    help="studio feed URL, e.g. ws://127.0.0.1:7860/api/engine/feed")
-    p.add_argument("--name", default="kart", help="feed name; sessions pick it as source 'feed:NAME'")
+    p.add_argument("--name", help="feed name; sessions pick it as source 'feed:NAME' (default: the engine's kind)")
     p.add_argument("--size", default="416x224", help="WxH of the G-buffer frames")
     p.add_argument("--fps", type=float, default=30.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--token", help="the studio's feed token (required when it listens beyond loopback)")
     p.add_argument("--frames", type=int, help="stop after this many frames (default: run until closed)")
     p.add_argument("--compression", choices=("zlib", "none"), default="zlib")
+    p.add_argument("--show", action="store_true", help="panda3d: also show its lit frame in a window (needs a display)")
+    p.add_argument("--receive", action="store_true",
+                   help="panda3d: show the styled frames the studio sends back (needs feed protocol 2)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from gbuffer.engine import EngineSource
-    from gbuffer.feed.client import FeedClient, stream_source
+    from gbuffer.feed.client import FeedClient
     from gbuffer.size import Size
 
     width, height = Size.parse(args.size, "--size")
@@ -32,8 +43,20 @@ def run(args) -> int:
         raise UserError(f"{args.connect!r} is not a ws:// or wss:// URL", "--connect")
     if not 0 < args.fps <= 240:
         raise UserError(f"{args.fps:g} is not a frame rate in (0, 240]", "--fps")
-    client = FeedClient(args.connect, name=args.name, width=width, height=height, fps=args.fps,
-                        token=args.token, compression=args.compression)
+    if args.kind == "kart" and (args.show or args.receive):
+        raise UserError(f"{'--show' if args.show else '--receive'} is for the panda3d engine", "engine")
+    if args.receive:  # the return path is feed protocol 2, which this studio does not speak yet
+        raise UserError("is not available yet: styled frames back to the engine need feed protocol 2; this client speaks 1",
+                        "--receive")
+    client = FeedClient(args.connect, name=args.name or args.kind, width=width, height=height, fps=args.fps,
+                        token=args.token, compression=args.compression, rgb=args.kind == "panda3d")
+    return (run_panda3d if args.kind == "panda3d" else run_kart)(args, client, width, height)
+
+
+def run_kart(args, client, width: int, height: int) -> int:
+    from gbuffer.engine import EngineSource
+    from gbuffer.feed.client import stream_source
+
     with EngineSource(width=width, height=height, fps=args.fps, seed=args.seed, autopilot=True) as engine:
         welcome = client.connect()
         print(f"feeding {welcome['source']} at {width}x{height}, {args.fps:g} fps", file=sys.stderr)
@@ -44,6 +67,34 @@ def run(args) -> int:
             sent = stream_source(engine, client, max_frames=args.frames, on_frame=take_over)
         finally:
             client.close()
+    _report(sent, client)
+    return 0
+
+
+def run_panda3d(args, client, width: int, height: int) -> int:
+    """Panda3D offscreen (no display needed); the first input from a driver ends its cruise."""
+    from gbuffer.feed.client import stream_source
+    from gbuffer.panda3d import Panda3DSource
+
+    with Panda3DSource(width=width, height=height, fps=args.fps) as game:
+        window = None
+        if args.show:
+            from gbuffer.panda3d.window import LitFrameWindow
+            window = LitFrameWindow(width, height)
+        welcome = client.connect()
+        print(f"feeding {welcome['source']} from panda3d at {width}x{height}, {args.fps:g} fps, with its lit "
+              f"frame", file=sys.stderr)
+        try:
+            sent = stream_source(game, client, max_frames=args.frames,
+                                 on_frame=(lambda frame: window.show(frame.rgb)) if window else None)
+        finally:
+            client.close()
+            if window is not None:
+                window.close()
+    _report(sent, client)
+    return 0
+
+
+def _report(sent: int, client) -> None:
     print(f"sent {sent} frames; {client.inputs_received} inputs received"
           + (f"; closed: {client.close_reason}" if client.close_reason else ""), file=sys.stderr)
-    return 0

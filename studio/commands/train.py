@@ -62,6 +62,13 @@ def train_parser() -> argparse.ArgumentParser:
                    help="share of batches with self-rollout history once started (default 0.5)")
     p.add_argument("--discrete-sigma-share", type=float, default=0.5,
                    help="share of noise levels drawn at the sampler's own steps (default 0.5)")
+    p.add_argument("--objective", choices=("flow", "meanflow"), default="flow",
+                   help="flow matching, or mean flow (average velocity, interval-embedded model) (default flow)")
+    p.add_argument("--history-chunks", type=int,
+                   help="warm-up chunks that fill the history before the trained ones, 0..N drawn per step "
+                        "(default: enough to reach the long tier)")
+    p.add_argument("--gan-weight", type=float, default=0.0,
+                   help="weight of the patch-GAN term on decoded frames (default 0: off)")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning, the default)")
     p.add_argument("--lora-alpha", type=float, default=16.0)
     p.add_argument("--lora-targets", default="to_q,to_k,to_v,to_out.0",
@@ -116,7 +123,8 @@ def run_train(a) -> int:
                       rollout_prob=a.rollout_share, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
                       lora_targets=targets, checkpoint_every=a.checkpoint_every, log_every=a.log_every,
                       seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing,
-                      max_minutes=a.max_minutes, cache_targets=a.cache_targets)
+                      max_minutes=a.max_minutes, cache_targets=a.cache_targets, objective=a.objective,
+                      history_chunks=a.history_chunks, gan_weight=a.gan_weight)
     trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
     last = trainer.run()
     if trainer.dist.is_main:

@@ -22,8 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Str
                       field_validator, model_validator)
 
 from alaya_errors import field_error
-from prompt_presets import (BlendMode, Conditioning, PresetError, WeightedPrompt, get_preset, preset_names,
-                            resolve_prompt)
+from prompt_presets import BlendMode, Conditioning, PromptSpec, WeightedPrompt, resolve_prompt
 from studio.schedule.easing import EASINGS, Easing
 from studio.schedule.errors import ScheduleError, schedule_error
 from studio.schedule.jsondoc import load_json
@@ -38,60 +37,6 @@ TransitionKind = Literal["cut", "linear", "slerp"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PromptSpec(_Frozen):
-    """One prompt of a segment: a preset by name, or text (text that is a preset name means that preset)."""
-
-    preset: str | None = Field(None, description="a preset's short name, e.g. 'cyberpunk'")
-    text: str | None = Field(None, description="free text, or a preset name")
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False, description="relative weight; a segment's sum > 0")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        if isinstance(data, str):                     # "cyberpunk" → the preset; other text stays text
-            data = {"text": data}
-        if isinstance(data, dict) and "preset" not in data and isinstance(data.get("text"), str) and data["text"].strip():
-            prompt = resolve_prompt(data["text"])     # the one resolver: {"text": "Holy Gold"} is holy_gold
-            if prompt.preset:
-                data = {**{k: v for k, v in data.items() if k != "text"}, "preset": prompt.preset}
-        return data
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():
-            raise ValueError("empty prompt")
-        return v.strip() if v is not None else v
-
-    @field_validator("preset")
-    @classmethod
-    def _preset(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            return get_preset(v).name                 # canonical: 'Holy Gold' → 'holy_gold'
-        except PresetError:
-            raise ValueError(f"unknown preset {v!r} (known: {', '.join(preset_names())})") from None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> "PromptSpec":
-        if (self.preset is None) == (self.text is None):
-            raise field_error("give exactly one of 'preset' or 'text'")
-        return self
-
-    @classmethod
-    def from_weighted(cls, prompt: WeightedPrompt) -> "PromptSpec":
-        if prompt.preset:
-            return cls(preset=prompt.preset, weight=prompt.weight)
-        return cls(text=prompt.text, weight=prompt.weight)
-
-    def resolve(self) -> WeightedPrompt:
-        if self.preset is not None:
-            preset = get_preset(self.preset)
-            return WeightedPrompt(preset.prompt, self.weight, preset.name)
-        return resolve_prompt(self.text, self.weight)
 
 
 class Transition(_Frozen):
@@ -314,9 +259,5 @@ def _prompt_list(prompts: Any) -> list:
         raise ScheduleError(f"expected a prompt or a list of prompts, got {type(prompts).__name__}", "prompts")
     out = []
     for p in prompts:
-        if isinstance(p, WeightedPrompt):
-            p = PromptSpec.from_weighted(p)
-        elif not isinstance(p, (str, dict, PromptSpec)) and hasattr(p, "weight"):   # e.g. the protocol's spec
-            p = {k: getattr(p, k) for k in ("preset", "text", "weight") if getattr(p, k, None) is not None}
-        out.append(p)
+        out.append(PromptSpec.from_weighted(p) if isinstance(p, WeightedPrompt) else p)
     return out

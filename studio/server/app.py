@@ -64,11 +64,9 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     app.state.sessions = SessionManager(settings, app.state.feeds)
     app.state.metrics = StudioMetrics(app.state.sessions, app.state.feeds, settings)
     app.state.sessions.observer = app.state.metrics.observer
-    app.include_router(routes.router)
-    app.include_router(feed_routes.router)
+    for router in (*routes.routers, feed_routes.router, *whep_routes.routers):
+        app.include_router(router)
     mount_offline_docs(app)
-    app.include_router(ice.router)
-    app.include_router(whep_routes.router)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from studio.server.ice import close_peer
 from studio.server.tasks import TaskSet
 from webrtc import protocol as dc
+from webrtc.answer import close_peer
 from webrtc.fanout import FanOut, WatcherTrack
 
 ENDED = "the session's owner ended it"
 ENDED_FLUSH_S = 1.0  # at most this long for the "ended" messages to leave before the watchers' peers close
 # what a watcher may ask over its data channel, and the session's answer; everything else steers the session
-WATCHER_REQUESTS: dict[str, Callable[[Any, Any], dict]] = {
+WATCHER_REQUESTS: dict[str, Callable[[Any, Any], dc.ServerMessage]] = {
     "stats": lambda session, msg: session.stats(),
-    "ping": lambda session, msg: session.pong(msg.t),
+    "ping": lambda session, msg: dc.Pong.answer(msg.t),
 }
 
 
@@ -41,10 +40,11 @@ class Watcher:
     channel: Any = None
     on_gone: list[Callable[[], None]] = field(default_factory=list)
 
-    def send(self, message: dict | str) -> None:
+    def send(self, message: dc.ServerMessage | str) -> None:
+        """A message, or its text already made once for every watcher."""
         channel = self.channel
         if channel is not None and channel.readyState == "open":
-            channel.send(message if isinstance(message, str) else json.dumps(message))
+            channel.send(message if isinstance(message, str) else message.text())
 
 
 class Audience:
@@ -109,7 +109,7 @@ class Audience:
         """The session is over: every watcher hears why, then its peer closes."""
         self.closed = True
         for watcher in list(self.watchers.values()):
-            watcher.send({"type": "ended", "frame": None, "reason": reason})
+            watcher.send(dc.Ended(frame=None, reason=reason))
         await self._drain(ENDED_FLUSH_S)
         self.fanout.close()
         await asyncio.gather(*(self.remove(w) for w in list(self.watchers)))
@@ -117,13 +117,13 @@ class Audience:
 
     # ---- the stream and its status -------------------------------------------------------------------
 
-    def publish(self, frame, status: dict) -> None:
+    def publish(self, frame, status: dc.Status) -> None:
         """On the event loop, as the session sends `frame`. Nothing after close(): a frame the track was pacing
         while the session closed must not follow the `ended` message."""
         if self.closed or not self.watchers:
             return
         self.fanout.publish(frame)
-        text = json.dumps(status)
+        text = status.text()
         for watcher in list(self.watchers.values()):
             watcher.send(text)
 

@@ -1,4 +1,5 @@
-"""The engine feed endpoint: `WS /api/engine/feed` (protocol in gbuffer/feed/protocol.py, docs/feed.md).
+"""The engine feed endpoint: `WS /api/engine/feed` (protocol in gbuffer/feed/protocol.py, docs/feed.md), and
+`GET /api/feeds`, the feeds connected now.
 
 Reading and checking frames happens here; a bad message closes this feed only. Decoding (zlib, copying a
 frame) runs in a worker thread so a busy feed never stalls WebRTC signalling or other sessions.
@@ -14,10 +15,12 @@ import logging
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, decode_frame, max_message_bytes, parse_hello
+from studio.server.deps import FeedsDep, SettingsDep
+from studio.server.models import FeedInfo
 from studio.server.tasks import cancel_and_wait
 
 log = logging.getLogger("alaya.feed")
-router = APIRouter()
+router = APIRouter(prefix="/api", tags=["engine feed"])
 HELLO_TIMEOUT_S = 5.0
 OUTBOX_SIZE = 64
 
@@ -30,10 +33,15 @@ def token_ok(ws: WebSocket, expected: str | None) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-@router.websocket("/api/engine/feed")
-async def engine_feed(ws: WebSocket) -> None:
-    settings = ws.app.state.settings
-    hub = ws.app.state.feeds
+@router.get("/feeds", response_model=list[FeedInfo])
+async def list_feeds(hub: FeedsDep) -> list[FeedInfo]:
+    return [FeedInfo(name=f.name, source=f"feed:{f.name}", width=f.hello.width, height=f.hello.height,
+                     fps=f.hello.fps, frames=f.frames, subscribers=f.subscribers)
+            for f in hub.feeds()]
+
+
+@router.websocket("/engine/feed")
+async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep) -> None:
     await ws.accept()
     if not token_ok(ws, settings.token):
         await ws.close(CLOSE["unauthorized"], "a valid token is required (Authorization: Bearer TOKEN)")

@@ -79,7 +79,7 @@ class _LiveState(Collector):
             labels = [s.id, s.renderer_name]
             fps.add_metric(labels, s.track.meter.fps)
             sent.add_metric(labels, s.track.frames_sent)
-            latency.add_metric(labels, s.last_sent.latency_ms or 0.0)
+            latency.add_metric(labels, s.reports.last_sent.latency_ms or 0.0)
         yield from (fps, sent, latency)
         if mgr.pool is not None:
             yield from _workers(mgr.pool.describe())

@@ -7,10 +7,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gbuffer.size import Size, SizeError
+from webrtc.protocol import SessionFacts
 
 
 class SessionOptions(BaseModel):
-    """What a live session and an offline render of it both ask for; SessionManager.plan resolves them against
+    """What a live session and an offline render of it both ask for; SessionPlanner.plan resolves them against
     the server's settings, the same way for both."""
 
     model_config = ConfigDict(extra="forbid")
@@ -53,13 +54,7 @@ class OfferAnswer(BaseModel):
     session_id: str
 
 
-class SessionInfo(BaseModel):
-    session_id: str
-    source: str
-    renderer: str
-    width: int
-    height: int
-    fps: float
+class SessionInfo(SessionFacts):
     frame: int = Field(description="next timeline frame to render")
     frames_sent: int
     measured_fps: float

@@ -17,10 +17,12 @@ import asyncio
 import logging
 from typing import Any, Callable
 
+from pydantic import BaseModel
 from pythonosc.osc_packet import OscPacket, ParseError
 
 from alaya_errors import UserError
 from studio.server.metrics import StudioMetrics
+from webrtc import protocol as dc
 
 log = logging.getLogger("alaya.osc")
 PREFIX = "/alaya/"
@@ -52,16 +54,16 @@ class OscControl(asyncio.DatagramProtocol):
         self.transitions: dict[str, int] = {}   # session id → frames, set by /alaya/transition
         self._logged: set[str] = set()
         # command → (argument types, the data-channel message built from the session id and the arguments)
-        self.commands: dict[str, tuple[tuple[type, ...], Callable[[str, list], dict | None]]] = {
-            "preset": ((str,), lambda sid, a: {"type": "preset", "name": a[0], **self._transition_of(sid)}),
-            "prompt": ((str,), lambda sid, a: {"type": "prompt", "text": a[0], **self._transition_of(sid)}),
+        self.commands: dict[str, tuple[tuple[type, ...], Callable[[str, list], BaseModel | None]]] = {
+            "preset": ((str,), lambda sid, a: dc.build(dc.SetPreset, name=a[0], **self._transition_of(sid))),
+            "prompt": ((str,), lambda sid, a: dc.build(dc.SetPrompt, text=a[0], **self._transition_of(sid))),
             "blend": ((str, str, float), self._blend),
             "transition": ((int,), self._set_transition),
-            "pause": ((), lambda sid, a: {"type": "pause"}),
-            "play": ((), lambda sid, a: {"type": "play"}),
-            "seek": ((int,), lambda sid, a: {"type": "seek", "frame": a[0]}),
-            "take/start": ((), lambda sid, a: {"type": "take", "action": "start"}),
-            "take/stop": ((), lambda sid, a: {"type": "take", "action": "stop"}),
+            "pause": ((), lambda sid, a: dc.build(dc.Pause)),
+            "play": ((), lambda sid, a: dc.build(dc.Play)),
+            "seek": ((int,), lambda sid, a: dc.build(dc.Seek, frame=a[0])),
+            "take/start": ((), lambda sid, a: dc.build(dc.Take, action="start")),
+            "take/stop": ((), lambda sid, a: dc.build(dc.Take, action="stop")),
         }
 
     # ---- UDP ---------------------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class OscControl(asyncio.DatagramProtocol):
             kinds, build = self.commands[command]
             message = build(session.id, _args(args, *kinds, address=address))
             if message is not None:
-                session.control(message)
+                session.handlers.apply(message)
         except OscRejected as exc:
             self._reject(exc)
         except UserError as exc:   # the session refused it: unknown preset, seek on a live source, ...
@@ -97,12 +99,12 @@ class OscControl(asyncio.DatagramProtocol):
     def _transition_of(self, sid: str) -> dict:
         return {"transition": self.transitions.get(sid, 0)}
 
-    def _blend(self, sid: str, args: list) -> dict:
+    def _blend(self, sid: str, args: list) -> BaseModel:
         a, b, weight = args
         if not 0.0 <= weight <= 1.0:
             raise OscRejected("bad arguments", f"blend weight {weight:g} is not within 0..1")
-        return {"type": "blend", "prompts": [{"text": a, "weight": 1.0 - weight}, {"text": b, "weight": weight}],
-                **self._transition_of(sid)}
+        return dc.build(dc.SetBlend, prompts=[{"text": a, "weight": 1.0 - weight}, {"text": b, "weight": weight}],
+                        **self._transition_of(sid))
 
     def _set_transition(self, sid: str, args: list) -> None:
         if not 0 <= args[0] <= 10_000:

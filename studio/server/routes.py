@@ -1,49 +1,91 @@
-"""REST routes under /api, the metrics page and the minimal player page."""
+"""REST routes under /api, the metrics page and the minimal player page.
+
+One router per concern, each with its prefix and tag (as /docs groups them); a route gets what it needs from
+studio.server.deps and answers a response model, so /docs documents every body.
+"""
 
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from pydantic import BaseModel, Field
 
+from prompt_presets import preset_names
 from renderer import RENDERERS
 from studio import __version__
+from studio.schedule import Schedule
+from studio.server.deps import FeedsDep, ManagerDep, MetricsDep, SessionDep, SettingsDep, live_sessions
 from studio.server.metrics import CONTENT_TYPE
-from studio.server.models import ErrorBody, FeedInfo, Health, OfferAnswer, OfferRequest, SessionInfo, TakeRequest
+from studio.server.models import ErrorBody, Health, OfferAnswer, OfferRequest, SessionInfo, TakeRequest
 from studio.server.session import LiveSession
 
-router = APIRouter()
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+NOT_FOUND = {404: {"model": ErrorBody}}
+
+webrtc_api = APIRouter(prefix="/api/webrtc", tags=["webrtc"])
+studio_api = APIRouter(prefix="/api", tags=["studio"])
+sessions_api = APIRouter(prefix="/api/sessions", tags=["sessions"])
+pages = APIRouter(tags=["studio"])         # at the root: /metrics (Prometheus' default path), the pages' files
+routers = (webrtc_api, studio_api, sessions_api, pages)
 
 
-@router.post("/api/webrtc/offer", response_model=OfferAnswer, responses=ERRORS, tags=["webrtc"])
-async def webrtc_offer(offer: OfferRequest, request: Request) -> OfferAnswer:
+class IceServer(BaseModel):
+    urls: list[str]
+    username: str | None = None
+    credential: str | None = None
+
+
+class BrowserIceConfiguration(BaseModel):
+    """An RTCConfiguration in the W3C dictionary's own names: the page calls `new RTCPeerConnection(this)`."""
+
+    iceServers: list[IceServer]
+    iceTransportPolicy: Literal["all", "relay"]
+
+
+class TakeStatus(BaseModel):
+    """A take's status after a start or stop (fields past `recording` once a take exists)."""
+
+    action: Literal["start", "stop"]
+    recording: bool
+    take_id: str | None = None
+    frames: int | None = Field(None, description="frames recorded so far")
+    seconds: float | None = Field(None, description="wall-clock seconds since the take started")
+    path: str | None = Field(None, description="the take's folder on the server")
+
+
+@webrtc_api.post("/offer", response_model=OfferAnswer, responses=ERRORS)
+async def webrtc_offer(offer: OfferRequest, manager: ManagerDep) -> OfferAnswer:
     """Start a live session: send the browser's SDP offer and the session options, get the SDP answer."""
-    return await request.app.state.sessions.offer(offer)
+    return await manager.offer(offer)
 
 
-@router.get("/api/health", response_model=Health, tags=["studio"])
-async def health(request: Request) -> Health:
-    st = request.app.state
-    loaded = st.sessions.loaded_renderer(st.settings.renderer)     # never loads one: health must answer at once
-    pool = st.sessions.pool
+@webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)
+async def ice_configuration(settings: SettingsDep) -> dict:
+    """The RTCConfiguration for `new RTCPeerConnection(...)`: the studio's STUN/TURN servers (with TURN REST
+    credentials minted for this request when the studio has a secret) and its transport policy."""
+    return settings.ice.for_browser()
+
+
+@studio_api.get("/health", response_model=Health)
+async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep) -> Health:
+    loaded = manager.loaded_renderer(settings.renderer)     # never loads one: health must answer at once
     workers = None
-    if pool is not None:         # each worker with the live sessions it hosts (by the ids the API uses)
-        hosted = [(s.id, getattr(s.rollout.session, "worker", None)) for s in list(st.sessions.sessions.values())]
-        workers = [{**w, "session_ids": [sid for sid, host in hosted if host is not None and host.name == w["name"]]}
-                   for w in pool.describe()]
-    return Health(version=__version__, sessions=len(st.sessions.sessions), max_sessions=st.settings.max_sessions,
-                  renderer=st.settings.renderer, renderers=list(RENDERERS), feeds=st.feeds.names(),
+    if manager.pool is not None:         # each worker with the live sessions it hosts (by the ids the API uses)
+        hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)]
+        workers = [{**w, "session_ids": [sid for sid, host in hosted if host == w["name"]]}
+                   for w in manager.pool.describe()]
+    return Health(version=__version__, sessions=len(live_sessions(manager)), max_sessions=settings.max_sessions,
+                  renderer=settings.renderer, renderers=list(RENDERERS), feeds=feeds.names(),
                   renderer_info=loaded.describe() if loaded is not None else None,
                   workers=workers)
 
 
-def _session(request: Request, session_id: str) -> LiveSession:
-    session = request.app.state.sessions.sessions.get(session_id)
-    if session is None:
-        raise HTTPException(404, f"no live session {session_id!r}")
-    return session
+@studio_api.get("/presets", response_model=list[str])
+async def presets() -> list[str]:
+    return preset_names()
 
 
 def _info(s: LiveSession) -> SessionInfo:
@@ -53,55 +95,49 @@ def _info(s: LiveSession) -> SessionInfo:
                        bitrate=getattr(s.encoder, "target_bitrate", None))
 
 
-@router.get("/api/sessions", response_model=list[SessionInfo], tags=["sessions"])
-async def list_sessions(request: Request) -> list[SessionInfo]:
-    return [_info(s) for s in list(request.app.state.sessions.sessions.values())]
+@sessions_api.get("", response_model=list[SessionInfo])
+async def list_sessions(manager: ManagerDep) -> list[SessionInfo]:
+    return [_info(s) for s in live_sessions(manager)]
 
 
-@router.get("/api/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"])
-async def get_session(session_id: str, request: Request) -> SessionInfo:
-    return _info(_session(request, session_id))
+@sessions_api.get("/{session_id}", response_model=SessionInfo, responses=NOT_FOUND)
+async def get_session(session: SessionDep) -> SessionInfo:
+    return _info(session)
 
 
-@router.get("/api/sessions/{session_id}/schedule", tags=["sessions"])
-async def get_schedule(session_id: str, request: Request) -> dict:
+@sessions_api.get("/{session_id}/schedule", response_model=Schedule, response_model_exclude_none=True,
+              responses=NOT_FOUND)
+async def get_schedule(session: SessionDep) -> dict:
     """The session's schedule, live prompt switches included: save it to replay the session offline."""
-    return _session(request, session_id).rollout.schedule.to_json()
+    return session.rollout.schedule.to_json()
 
 
-@router.post("/api/sessions/{session_id}/take", responses=ERRORS, tags=["sessions"])
-async def take(session_id: str, body: TakeRequest, request: Request) -> dict:
+@sessions_api.post("/{session_id}/take", response_model=TakeStatus, response_model_exclude_none=True,
+               responses={**ERRORS, **NOT_FOUND})
+async def take(body: TakeRequest, session: SessionDep) -> dict:
     """Start or stop recording a take of the session (docs/presenting.md); answers the take's status."""
-    session = _session(request, session_id)
     message = session.start_take() if body.action == "start" else session.stop_take()
     return {k: v for k, v in message.items() if k not in ("type", "request")}
 
 
-@router.delete("/api/sessions/{session_id}", status_code=204, tags=["sessions"])
-async def end_session(session_id: str, request: Request) -> None:
-    await request.app.state.sessions.end(_session(request, session_id), "ended over the API")
+@sessions_api.delete("/{session_id}", status_code=204, response_class=Response, responses=NOT_FOUND)
+async def end_session(session: SessionDep, manager: ManagerDep) -> None:
+    await manager.end(session, "ended over the API")
 
 
-@router.get("/api/feeds", response_model=list[FeedInfo], tags=["engine feed"])
-async def list_feeds(request: Request) -> list[FeedInfo]:
-    return [FeedInfo(name=f.name, source=f"feed:{f.name}", width=f.hello.width, height=f.hello.height,
-                     fps=f.hello.fps, frames=f.frames, subscribers=f.subscribers)
-            for f in request.app.state.feeds.feeds()]
-
-
-@router.get("/api/presets", tags=["studio"])
-async def presets() -> list[str]:
-    from prompt_presets import preset_names
-
-    return preset_names()
-
-
-@router.get("/metrics", response_class=PlainTextResponse, tags=["studio"])
-async def metrics(request: Request) -> Response:
+@pages.get("/metrics", response_class=PlainTextResponse)
+async def metrics(metrics: MetricsDep) -> Response:
     """Prometheus exposition format (prometheus_client)."""
-    return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
 
-@router.get("/player", response_class=HTMLResponse, include_in_schema=False)
+@pages.get("/webrtc/ice.js", response_class=Response, include_in_schema=False)
+async def ice_script() -> Response:
+    """The page's ICE helper (fetches /api/webrtc/ice)."""
+    return Response(files("studio.server").joinpath("ice.js").read_text(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache"})
+
+
+@pages.get("/player", response_class=HTMLResponse, include_in_schema=False)
 async def player() -> str:
     return files("studio.server").joinpath("player.html").read_text()

@@ -1,549 +1,163 @@
-"""One live session: a peer connection's rollout, worker thread, video track and data channel.
+"""One live session: a peer connection's rollout and the parts that run it.
 
-Threads: the rollout (source, schedule, render session) belongs to the worker thread alone. Data-channel
-messages arrive on the event loop; anything that touches the rollout is queued as a command and applied by
-the worker between chunks, which is also why a live prompt switch takes effect at the next chunk. Messages
-to the browser leave through `loop.call_soon_threadsafe`.
+- the worker (studio/server/worker.py): renders in a thread of its own and hands frames to the video track;
+- the live timeline (studio/schedule/live.py): the schedule it plays, and the switches made while it plays;
+- the channel handlers (studio/server/handlers.py): one per data-channel message type;
+- the take control (studio/server/take_control.py), the reports (per-frame status, stats) and the audience.
+The session is given what it needs in its constructor and owns these parts; nothing sets its attributes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import queue
-import threading
-import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-import av
-
-from alaya_errors import UserError
-from gbuffer.source import LiveSource
-from prompt_presets.matching import when_matching_ready
+from gbuffer.source import LiveSource, Source
+from renderer.base import RenderSession, RendererError
 from studio.rollout import RenderedFrame, Rollout
-from studio.server import timeline
+from studio.schedule.live import LiveTimeline
 from studio.server.audience import Audience
+from studio.server.handlers import ChannelHandlers
 from studio.server.metrics import SessionObserver
-from studio.takes import TakeError, TakeRecorder, TakeStore
+from studio.server.outbox import Outbox
+from studio.server.planner import SessionPlan
+from studio.server.reports import SessionReports
+from studio.server.take_control import TakeControl
+from studio.server.worker import SessionWorker
+from studio.takes import TakeStore
 from webrtc import protocol as dc
-from webrtc.stamp import stamp_fits, stamp_index
+from webrtc.answer import SendOnlyAnswer, close_peer
+from webrtc.encoders import EncoderSettings
 from webrtc.track import FrameBuffer, OutgoingFrame, SessionVideoTrack
 
 log = logging.getLogger("alaya.session")
 
-Command = Callable[[], Any]
-# data-channel message type → LiveSession method; filled by @handles, one small method per message type
-HANDLERS: dict[str, Callable[["LiveSession", Any], None]] = {}
-
-
-def handles(*kinds: str):
-    def register(method):
-        for kind in kinds:
-            HANDLERS[kind] = method
-        return method
-    return register
-
-
-@dataclass(frozen=True)
-class FrameStatus:
-    """What the session last sent: replaced whole per frame, so a route on the event loop reads one frame's
-    figures together."""
-
-    frame: int | None = None
-    label: str | None = None
-    stages_ms: dict[str, float] = field(default_factory=dict)
-    latency_ms: float | None = None
-
 
 class LiveSession:
-    def __init__(self, session_id: str, rollout: Rollout, *, fps: float, source_name: str, renderer_name: str,
-                 stamp: bool = False, loop_playback: bool = True, loop: asyncio.AbstractEventLoop,
+    def __init__(self, session_id: str, plan: SessionPlan, source: Source, render_session: RenderSession, peer,
+                 *, loop: asyncio.AbstractEventLoop, stamp: bool = False, loop_playback: bool = True,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
-                 takes: TakeStore | None = None, max_watchers: int = 10):
-        self.id = session_id
-        self.rollout = rollout
-        self.fps = fps
-        self.source_name = source_name
-        self.renderer_name = renderer_name
-        self.width, self.height = rollout.session.width, rollout.session.height
-        self.stamp = stamp
-        self.loop_playback = loop_playback
-        self.loop = loop
-        self.buffer = FrameBuffer(rollout.session.chunk_size, loop)
-        self.track = SessionVideoTrack(self.buffer, fps, on_sent=self._on_sent)
-        self.channel = None
-        self.codec: str | None = None
-        self.encoder = None
-        self.state = "starting"          # starting → playing / paused / ended → closed
-        self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
-        self.observer = observer
-        self.takes = takes
-        self.take: TakeRecorder | None = None   # the take being recorded, if any
-        self.first_frame_sent: float | None = None
-        self.errors = 0
-        self.keys = dc.KeyState()
-        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
-        self._wake = threading.Event()
-        self._paused = False
-        self._ended = False
-        self._after_sent: dict | None = None     # a message to send after the last frame now buffered
-        self._failed = False                     # the session's one fatal error was sent
-        self._fail_lock = threading.Lock()
-        self._seeks = 0
-        self._stop = False
-        self._loop_passes: list = []     # what a live switch on a loop plays in the passes to come
-        self._loop_position = 0
-        self.last_sent = FrameStatus()
-        # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
-        # threads always see a complete frame.
-        self.latest_frame: RenderedFrame | None = None
-        self._thread = threading.Thread(target=self._run, name=f"session-{session_id}", daemon=True)
-        self.on_closed: Callable[["LiveSession"], None] | None = None
-        self.pc = None  # the RTCPeerConnection, set by the session manager
-        self.watcher: asyncio.Task | None = None  # the manager's peer watchdog for this session
-        self.on_ended: Callable[["LiveSession"], None] | None = None  # called from the worker thread
+                 takes: TakeStore | None = None, max_watchers: int = 10,
+                 on_ended: Callable[["LiveSession", str], None] | None = None):
+        self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
+        self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
+        self.width, self.height = render_session.width, render_session.height
+        self.codec: str | None = None    # negotiated with the owner's peer
+        self._on_ended = on_ended        # on the event loop: the session should end (its peer or source went)
+        self.timeline = LiveTimeline(plan.schedule)
+        self.rollout = Rollout(source, self.timeline, render_session)
+        self.buffer = FrameBuffer(render_session.chunk_size, loop)
+        self.track = SessionVideoTrack(self.buffer, plan.fps, on_sent=self._on_sent)
+        self.outbox = Outbox(loop)
+        self.reports = SessionReports(self.track, plan.fps, observer, offered_at)
+        self.takes = TakeControl(takes, self.outbox, source=plan.source, renderer=plan.renderer, width=self.width,
+                                 height=self.height, fps=plan.fps, seed=render_session.seed)
+        self.worker = SessionWorker(f"session-{session_id}", self.rollout, self.timeline, self.buffer, self.outbox,
+                                    self.takes, stamp=stamp, loop_playback=loop_playback, observer=observer,
+                                    on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")))
+        self.handlers = ChannelHandlers(self)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
+        if hasattr(render_session, "on_lost"):         # a render worker's session (cluster/): its worker died
+            render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
+        if peer is not None:
+            peer.on("datachannel", self._on_datachannel)
+            peer.on("connectionstatechange", self._on_connection_state)
+
+    @property
+    def state(self) -> str:
+        return self.worker.state
+
+    @property
+    def encoder(self):
+        return self.reports.encoder
+
+    @property
+    def latest_frame(self) -> RenderedFrame | None:
+        return self.worker.latest_frame
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.state = "playing"
-        self._thread.start()
+        self.worker.start()
+
+    def negotiated(self, answer: SendOnlyAnswer, settings: EncoderSettings) -> None:
+        """The owner's peer agreed on a codec: frames are encoded once per codec, for the owner and every
+        watcher, with this session's encoder settings."""
+        self.codec = answer.mime_type
+        encoders = self.audience.fanout.encoders
+        encoders.settings = settings
+
+        def install() -> None:  # first recv(): aiortc has not created its own encoder yet
+            self.reports.encoder = encoders.install(answer.sender, answer.mime_type)
+        self.track.on_first_recv = install
 
     async def close(self) -> None:
-        """Stop the worker, free the rollout (source, render session). Safe to call twice."""
+        """Stop the worker, free the rollout (source, render session), close the peer. Safe to call twice."""
         if self.state == "closed":
             return
-        self.state = "closed"
+        self.worker.stop()
         await self.audience.close()
-        self._stop = True
-        self._wake.set()
-        self.buffer.close()
         self.track.stop()
-        if self._thread.ident is not None:
-            await self.loop.run_in_executor(None, self._thread.join, 10)
-        if self.take is not None:   # the worker is gone: the take has all it will get
-            take = self.take
-            take.stop("the session ended")
-            await self.loop.run_in_executor(None, take.join, 30)
-        if self._thread.is_alive():
-            log.warning("session %s: worker did not stop within 10 s", self.id)
-        else:
+        stopped = await self.loop.run_in_executor(None, self.worker.join, 10)
+        await self.takes.finish(self.loop)
+        if stopped:
             await self.loop.run_in_executor(None, self.rollout.close)
-        if self.on_closed is not None:
-            self.on_closed(self)
+        else:
+            log.warning("session %s: worker did not stop within 10 s", self.id)
+        if self.pc is not None:
+            await close_peer(self.pc)
 
-    # ---- worker thread -----------------------------------------------------------------------------------
+    def _gone(self, reason: str) -> None:
+        if self._on_ended is not None and self.state != "closed":
+            self._on_ended(self, reason)
 
-    def _run(self) -> None:
-        try:
-            while not self._stop:
-                self._apply_commands()
-                if self._paused or self._ended:
-                    self._wake.wait(0.1)
-                    self._wake.clear()
-                    continue
-                self._next_pass_if_wrapped()
-                if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
-                    continue   # render just in time: only once the last frame is on its way (commands apply)
-                t0, wall0 = time.perf_counter(), time.time()
-                count, parts = self.rollout.next_chunk_parts()
-                if self.loop_playback and self._at_end():
-                    self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
-                if count:
-                    rendered_s = self._hand_over_parts(parts, t0, wall0)
-                    self.buffer.note_production(count, rendered_s)
-                    if self.observer is not None:
-                        self.observer.chunk_rendered(rendered_s)
-                    continue
-                if self.loop_playback and self.rollout.recorded:
-                    continue
-                self._ended = True
-                self.state = "ended"
-                ended = {"type": "ended", "frame": self.rollout.frame_index, "reason": "the source ended"}
-                if not self.rollout.recorded:
-                    self.send(ended)   # now: the session closes right after, its last frames with it
-                    break  # a live source that ends (a feed that went away) does not come back
-                self._after_last_frame(ended)   # the session stays (seek, loop): after its last frame
-        except UserError as exc:
-            self.fail(exc)
-        except Exception as exc:  # a renderer/source bug: end this session only, keep the server up
-            log.exception("session %s: worker failed", self.id)
-            self.state = "ended"
-            self.send({"type": "error", "message": f"internal error: {type(exc).__name__}: {exc}",
-                       "where": "session", "request": None})
-        finally:
-            self.buffer.close()
-            if self.state == "ended" and self.on_ended is not None:
-                self.on_ended(self)
+    def _lost(self, cause: str) -> None:
+        """Its render worker died: the viewer hears the cause (once, also when paused) and the session ends."""
+        self.worker.fail(RendererError(cause, "cluster"))
+        self._gone(cause)
 
-    def fail(self, exc: UserError) -> bool:
-        """End the session with one error message (from the worker, or from outside: its render worker died
-        while it was paused); → False when it had already failed (the viewer hears it once)."""
-        with self._fail_lock:
-            if self._failed:
-                return False
-            self._failed = True
-        self.state = "ended"
-        self.send(dc.error_message(exc))
-        return True
+    # ---- the peer and its data channel ----------------------------------------------------------------
 
-    def _after_last_frame(self, message: dict) -> None:
-        """Send `message` once the frames handed over so far have gone out: a viewer hears 'ended' after the
-        last frame, not while the last chunk is still being paced out."""
-        def on_loop() -> None:
-            if self.buffer.drained:
-                self.send(message)
-            else:
-                self._after_sent = message
-        try:
-            self.loop.call_soon_threadsafe(on_loop)
-        except RuntimeError:
-            pass
+    def _on_connection_state(self) -> None:
+        if self.pc.connectionState in ("failed", "closed"):
+            self._gone(f"connection {self.pc.connectionState}")
 
-    def _at_end(self) -> bool:
-        return self.rollout.recorded and self.rollout.frame_index >= len(self.rollout.source)
-
-    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> float:
-        """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
-        it is decoded); → the seconds spent rendering, not waiting for the hand-over. After a seek the rest of
-        the chunk is stale: still rendered (so the session's state stays whole), not handed over."""
-        seeks, render_s = self._seeks, 0.0
-        while True:
-            t = time.perf_counter()
-            part = next(parts, None)
-            render_s += time.perf_counter() - t
-            if part is None:
-                return render_s
-            if self._seeks == seeks and not self._stop:
-                self._hand_over(part, rendered_at, rendered_wall)
-
-    def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
-        seeks = self._seeks
-        self.latest_frame = chunk[-1]
-        take = self.take
-        for f in chunk:
-            rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
-            video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            info = {"prompts": [{"preset": p.preset, "text": p.text[:80], "weight": round(p.weight, 4)}
-                                for p in f.conditioning.prompts], "label": f.conditioning.label(),
-                    "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
-                    "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
-            if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
-                info["control"] = f.gbuffer.meta["control"]
-            item = OutgoingFrame(f.index, video, rendered_at, info)
-            while not self.buffer.put(item, timeout=0.05):
-                if self._stop or self.buffer.closed:
-                    return
-                # Commands only change what the *next* chunk renders, so they can apply while this one drains;
-                # after a seek the rest of this chunk is stale.
-                self._apply_commands()
-                if self._seeks != seeks:
-                    return
-            if take is not None:   # what was handed to the viewer, in that order
-                take.add(f.gbuffer, rgb, f.conditioning, f.index)
-
-    def _apply_commands(self) -> None:
-        while True:
-            try:
-                command = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                result = command()
-                if result is not None:
-                    self.send(result)
-            except UserError as exc:
-                self.errors += 1
-                self.send(dc.error_message(exc))
-
-    def submit(self, command: Command) -> None:
-        self._commands.put(command)
-        self._wake.set()
-
-    # ---- event loop side ------------------------------------------------------------------------------
-
-    def send(self, message: dict) -> None:
-        """Send JSON to the browser from any thread; dropped if the channel is not open."""
-        channel = self.channel
-        if channel is None:
-            return
-        text = json.dumps(message)
-
-        def _send() -> None:
-            if channel.readyState == "open":
-                channel.send(text)
-        try:
-            self.loop.call_soon_threadsafe(_send)
-        except RuntimeError:
-            pass
-
-    def _on_sent(self, item: OutgoingFrame, sent_at: float) -> None:
-        if self.first_frame_sent is None:
-            self.first_frame_sent = sent_at
-            if self.observer is not None:
-                self.observer.first_frame(sent_at - self.created)
-        if self.observer is not None:
-            self.observer.frame_sent(sent_at - item.rendered_at)
-        fps = self.track.meter.fps
-        status = {"type": "status", "frame": item.index, **item.info, "fps": round(fps, 2),
-                  "target_fps": self.fps, "slow": bool(self.track.frames_sent > 2 * self.fps and
-                                                       fps < 0.9 * self.fps),
-                  "latency_ms": round((sent_at - item.rendered_at) * 1e3, 1), "state": self.state,
-                  "queued": self.buffer.queued,      # rendered, waiting to be sent: the hand-over's depth
-                  "encode_ms": self._encode_ms()}    # the previous frame's (this one is encoded after this)
-        if self.take is not None and not self.take.stopping:
-            status["take"] = self.take.info.progress()
-        self.last_sent = FrameStatus(item.index, item.info["label"], item.info["stages_ms"], status["latency_ms"])
-        self.send(status)
-        if self._after_sent is not None and self.buffer.drained:
-            message, self._after_sent = self._after_sent, None
-            if self._ended:          # not after a seek or play that started the source again meanwhile
-                self.send(message)
-        self.audience.publish(item.video, status)
-
-    def _encode_ms(self) -> float | None:
-        ms = getattr(self.encoder, "last_encode_ms", None)
-        return None if ms is None else round(ms, 2)
+    def _on_datachannel(self, channel) -> None:
+        self.attach_channel(channel)
+        channel.on("close", lambda: self._gone("data channel closed"))
 
     def attach_channel(self, channel) -> None:
-        self.channel = channel
-
-        @channel.on("message")
-        def _on_message(message) -> None:
-            self.handle_message(message)
-
-        @channel.on("open")
-        def _on_open() -> None:
-            self.send(self.hello())
-
+        self.outbox.channel = channel
+        channel.on("message", self.handlers.handle)
+        channel.on("open", lambda: self.outbox.send(self.hello()))
         if channel.readyState == "open":
-            self.send(self.hello())
+            self.outbox.send(self.hello())
 
-    def hello(self) -> dict:
-        return {"type": "hello", "protocol": dc.PROTOCOL_VERSION, "session_id": self.id,
-                "source": self.source_name, "renderer": self.renderer_name, "width": self.width,
-                "height": self.height, "fps": self.fps, "recorded": self.rollout.recorded,
-                "frames": len(self.rollout.source) if self.rollout.recorded else None,
-                "live": isinstance(self.rollout.source, LiveSource), "codec": self.codec,
-                "watch": self.audience.share()}
+    def _on_sent(self, item: OutgoingFrame, sent_at: float) -> None:
+        status = self.reports.frame_sent(item, sent_at, state=self.state, queued=self.buffer.queued,
+                                         take=self.takes.progress())
+        self.outbox.send(status)
+        self.worker.frame_sent()
+        self.audience.publish(item.video, status)
 
-    def handle_message(self, message: str | bytes) -> None:
-        """One data-channel message; a bad one answers an error and changes nothing."""
-        try:
-            msg = dc.parse_client_message(message)
-        except UserError as exc:
-            self.errors += 1
-            self.send(dc.error_message(exc))
-            return
-        try:
-            self._dispatch(msg)
-        except UserError as exc:
-            self.errors += 1
-            self.send(dc.error_message(exc, msg.type))
+    # ---- answers -------------------------------------------------------------------------------------------
 
-    def control(self, message: dict) -> None:
-        """A command from outside the page (OSC, REST), in the data channel's message shapes: applied like one,
-        but a bad one raises its UserError to the caller instead of answering the page."""
-        self._dispatch(dc.parse_client_message(json.dumps(message)))
+    def hello(self, watcher: bool = False) -> dc.Hello:
+        """The owner's hello carries the watch key to share; a watcher's does not."""
+        recorded = self.rollout.recorded
+        return dc.Hello(session_id=self.id, source=self.source_name, renderer=self.renderer_name,
+                        width=self.width, height=self.height, fps=self.fps, recorded=recorded,
+                        frames=len(self.rollout.source) if recorded else None,
+                        live=isinstance(self.rollout.source, LiveSource), codec=self.codec,
+                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None)
 
-    def _dispatch(self, msg) -> None:
-        HANDLERS[msg.type](self, msg)
-
-    # ---- message handlers, on the event loop: validate now, queue what touches the rollout ----------------
-
-    @handles("prompt", "preset", "blend")
-    def _on_switch_now(self, msg) -> None:
-        conditioning = timeline.conditioning_from_message(msg)
-        command = lambda: self._switch(conditioning, msg.transition, msg.type)  # noqa: E731
-        if timeline.needs_text_matching(conditioning):
-            # the text-matching model is still loading: frames go on in the current style meanwhile
-            self.send({"type": "preparing", "request": msg.type, "label": conditioning.label()})
-            when_matching_ready(lambda: self.submit(command))
-        else:
-            self.submit(command)
-
-    @handles("switch")
-    def _on_switch_at(self, msg) -> None:
-        conditioning = timeline.conditioning_from_specs(msg.prompts, msg.mode)
-        self.submit(lambda: self._patch(msg.frame, conditioning, msg.transition))
-
-    @handles("schedule")
-    def _on_schedule(self, msg) -> None:
-        # parsed by the worker, not here: a 2 KB Parseq export of a million frames takes tens of seconds to
-        # evaluate, which on the event loop would freeze every session's video and signalling
-        self.submit(lambda: self._replace_schedule(msg))
-
-    @handles("play", "pause")
-    def _on_play_pause(self, msg) -> None:
-        paused = msg.type == "pause"
-        self.submit(lambda: self._set_paused(paused))
-
-    @handles("seek")
-    def _on_seek(self, msg) -> None:
-        self._require_recorded("seek")
-        self.submit(lambda: self._seek(msg.frame))
-
-    @handles("loop")
-    def _on_loop(self, msg) -> None:
-        self.loop_playback = msg.on
-        self.send({"type": "ack", "request": "loop", "on": msg.on})
-
-    @handles("key", "input", "autopilot")
-    def _on_input(self, msg) -> None:
-        self._require_live(msg.type)
-        self.submit(lambda: self._input(msg))
-
-    @handles("stats")
-    def _on_stats(self, msg) -> None:
-        self.send(self.stats())
-
-    @handles("ping")
-    def _on_ping(self, msg) -> None:
-        self.send(self.pong(msg.t))
-
-    def pong(self, t: float) -> dict:
-        return {"type": "pong", "t": t, "server_ms": time.time() * 1e3}
-
-    @handles("stamp")
-    def _on_stamp(self, msg) -> None:
-        if msg.on and not stamp_fits(self.width, self.height):
-            raise dc.ProtocolError(f"{self.width}x{self.height} is too small for the frame stamp", "stamp")
-        # read per frame as the worker hands frames over: from the next one, which may be one rendered already
-        self.stamp = msg.on
-        self.send({"type": "ack", "request": "stamp", "on": msg.on})
-
-    @handles("take")
-    def _on_take(self, msg) -> None:
-        if msg.action == "start":
-            self.start_take()
-        else:
-            self.stop_take()
-
-    # ---- takes -----------------------------------------------------------------------------------------
+    def stats(self) -> dc.StatsReport:
+        return self.reports.stats(session_id=self.id, state=self.state, frame=self.rollout.frame_index,
+                                  codec=self.codec, errors=self.outbox.errors)
 
     def start_take(self) -> dict:
-        if self.take is not None and not self.take.stopping:
-            raise TakeError(f"take {self.take.info.id} is already recording", "take")
-        if self.takes is None:
-            raise TakeError("this studio records no takes", "take")
-        self.take = self.takes.start(self._take_stopped, source=self.source_name, renderer=self.renderer_name,
-                                     width=self.width, height=self.height, fps=self.fps,
-                                     seed=self.rollout.session.seed)
-        message = {"type": "ack", "request": "take", "action": "start", **self.take_status()}
-        self.send(message)
-        return message
+        return self.takes.start()
 
     def stop_take(self) -> dict:
-        take = self.take
-        if take is None or take.stopping:
-            raise TakeError("no take is recording", "take")
-        take.stop()
-        message = {"type": "ack", "request": "take", "action": "stop", **self.take_status()}
-        self.send(message)
-        return message
-
-    def take_status(self) -> dict:
-        take = self.take
-        if take is None:
-            return {"recording": False}
-        info = take.info
-        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": str(info.path)}
-
-    def _take_stopped(self, info) -> None:
-        """From the take's writer thread, once its files are closed."""
-        self.send({"type": "take", "state": "stopped", "take_id": info.id, "frames": info.frames,
-                   "path": str(info.path), "reason": info.stopped_because})
-
-    def _require_recorded(self, what: str) -> None:
-        if not self.rollout.recorded:
-            raise dc.ProtocolError(f"'{what}' needs a recorded source; {self.source_name} is live", what)
-
-    def _require_live(self, what: str) -> None:
-        if not isinstance(self.rollout.source, LiveSource):
-            raise dc.ProtocolError(f"'{what}' needs a live source; {self.source_name} is recorded", what)
-
-    # ---- commands, run by the worker between chunks --------------------------------------------------------
-
-    def _switch(self, conditioning, transition: int, request: str) -> dict:
-        frame = self.rollout.frame_index
-        length = self._loop_length()
-        if length:                       # the whole loop switches, from the next pass on
-            switched = timeline.loop_switch(self.rollout.schedule, frame, length, conditioning, transition)
-            self.rollout.schedule, self._loop_passes = switched.now, switched.passes
-        else:
-            self.rollout.schedule = timeline.live_switch(self.rollout.schedule, frame, conditioning, transition)
-        return {"type": "ack", "request": request, "frame": frame, "transition": transition,
-                "label": conditioning.label(), "whole_loop": bool(length)}
-
-    def _loop_length(self) -> int | None:
-        recorded = len(self.rollout.source) if self.rollout.recorded and self.loop_playback else None
-        return timeline.loop_length(self.rollout.schedule, recorded)
-
-    def _next_pass_if_wrapped(self) -> None:
-        length = self._loop_length()
-        position = self.rollout.frame_index % length if length else 0
-        wrapped, self._loop_position = position < self._loop_position, position
-        if wrapped and self._loop_passes:
-            self.rollout.schedule = self._loop_passes.pop(0)       # the last one (the whole loop) then stays
-            self.send({"type": "timeline", "frame": self.rollout.frame_index, "reason": "next pass of the loop"})
-
-    def _patch(self, frame: int, conditioning, transition: int) -> dict:
-        self.rollout.schedule = timeline.switch(self.rollout.schedule, frame, conditioning, transition)
-        return {"type": "ack", "request": "switch", "frame": frame, "transition": transition,
-                "label": conditioning.label()}
-
-    def _replace_schedule(self, msg) -> dict:
-        try:
-            schedule = timeline.schedule_from_message(msg)
-        except UserError as exc:     # answered as the schedule's error, so the page knows which edit failed
-            self.errors += 1
-            return dc.error_message(exc, "schedule")
-        self.rollout.schedule, self._loop_passes = schedule, []
-        return {"type": "ack", "request": "schedule", "frame": self.rollout.frame_index}
-
-    def _set_paused(self, paused: bool) -> dict:
-        self._paused = paused
-        if not paused and self._ended and self.rollout.recorded:
-            self.rollout.seek(0)
-            self._ended = False
-        self.state = "paused" if paused else ("ended" if self._ended else "playing")
-        return {"type": "ack", "request": "pause" if paused else "play", "frame": self.rollout.frame_index}
-
-    def _seek(self, frame: int) -> dict:
-        self.rollout.seek(frame)
-        self._seeks += 1
-        self.buffer.clear()
-        self._ended = False
-        if not self._paused:
-            self.state = "playing"
-        return {"type": "ack", "request": "seek", "frame": frame}
-
-    def _input(self, msg) -> dict | None:
-        source = self.rollout.source
-        if msg.type == "autopilot":
-            if not hasattr(source, "autopilot"):
-                raise dc.ProtocolError(f"{self.source_name} has no autopilot", "autopilot")
-            source.autopilot = msg.on
-            return {"type": "ack", "request": "autopilot", "on": msg.on}
-        if msg.type == "key":
-            player_input = self.keys.press(msg.key, msg.down)
-        else:
-            player_input = timeline.player_input(msg)
-        if hasattr(source, "autopilot"):
-            source.autopilot = False  # a driver took the wheel
-        source.apply_input(player_input)
-        return None
-
-    # ---- reporting ---------------------------------------------------------------------------------------
-
-    def stats(self) -> dict:
-        return {"type": "stats", "session_id": self.id, "state": self.state, "frame": self.rollout.frame_index,
-                "frames_sent": self.track.frames_sent, "fps": round(self.track.meter.fps, 2),
-                "target_fps": self.fps, "codec": self.codec,
-                "bitrate": getattr(self.encoder, "target_bitrate", None), "errors": self.errors,
-                "time_to_first_frame_ms": None if self.first_frame_sent is None else
-                round((self.first_frame_sent - self.created) * 1e3, 1),
-                "last": asdict(self.last_sent)}
+        return self.takes.stop()

@@ -9,38 +9,31 @@ import asyncio
 import logging
 import secrets
 
-from aiortc import RTCSessionDescription
-
 from studio.server.audience import Watcher
-from studio.server.ice import close_peer, peer_connection, require_relay
-from studio.server.sessions import OfferError
+from studio.server.ice import peer_connection, require_relay
 from studio.server.settings import Settings
-from webrtc.encoders import prefer_codecs
+from webrtc.answer import UnusableOffer, answer_sendonly, require_video
 
 log = logging.getLogger("alaya.watchers")
 
 
 async def admit(session, sdp: str, settings: Settings) -> tuple[Watcher, str]:
-    """A new watcher of `session` from its SDP offer: (watcher, SDP answer). Raises AudienceFull, OfferError,
+    """A new watcher of `session` from its SDP offer: (watcher, SDP answer). Raises AudienceFull, UnusableOffer,
     IceFailed."""
     audience = session.audience
     audience.reserve()
     try:
-        if "m=video" not in sdp:
-            raise OfferError("the offer has no video m-line; add a recvonly video transceiver", "sdp")
+        require_video(sdp)
         watcher_id = secrets.token_urlsafe(16)
         pc = peer_connection(settings.ice, f"{session.id}-w")
         track = audience.fanout.track()
         watcher = Watcher(watcher_id, pc, track)
-        transceiver = pc.addTransceiver(track, direction="sendonly")
-        prefer_codecs(transceiver)
 
         @pc.on("datachannel")
         def _on_datachannel(channel) -> None:
             watcher.channel = channel
             channel.on("message", lambda message: audience.on_message(watcher, message))
-            hello = {**session.hello(), "role": "watcher"}
-            hello.pop("watch")  # the key is the owner's to share
+            hello = session.hello(watcher=True)
             channel.on("open", lambda: watcher.send(hello))
             if channel.readyState == "open":
                 watcher.send(hello)
@@ -51,23 +44,19 @@ async def admit(session, sdp: str, settings: Settings) -> tuple[Watcher, str]:
                 audience.tasks.spawn(audience.remove(watcher_id), name=f"watcher-gone-{watcher_id[:4]}")
 
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
-            await pc.setLocalDescription(await pc.createAnswer())
-        except Exception as exc:
+            answer = await answer_sendonly(pc, track, sdp)
+        except UnusableOffer:
             track.stop()
-            await close_peer(pc)
-            raise OfferError(f"the SDP offer could not be used: {exc}".splitlines()[0], "sdp") from None
+            raise
         await require_relay(pc, settings.ice)
-        mime = transceiver._codecs[0].mimeType  # negotiated, in our preference order
-        sender = transceiver.sender
 
         def _install() -> None:  # first recv(): before aiortc creates an encoder of its own
-            audience.fanout.encoders.install(sender, mime)
+            audience.fanout.encoders.install(answer.sender, answer.mime_type)
         track.on_first_recv = _install
         audience.add(watcher)
         audience.tasks.spawn(_drop_if_never_connected(audience, watcher, settings.connect_timeout_s),
                              name=f"watcher-connect-{watcher.id[:4]}")
-        return watcher, pc.localDescription.sdp
+        return watcher, answer.sdp
     finally:
         audience.pending -= 1
 

@@ -16,26 +16,28 @@ from importlib.resources import files
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel
 
 from studio.server import watchers
+from studio.server.deps import SessionDep, SettingsDep
 from studio.server.models import ErrorBody
 from studio.server.session import LiveSession
+from studio.server.settings import Settings
 
-router = APIRouter(tags=["watch"])
 MAX_SDP_BYTES = 100_000
 SDP = "application/sdp"
 ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 413, 415, 502, 503)}
+whep = APIRouter(prefix="/whep", tags=["watch"], responses=ERRORS)
+watch_page = APIRouter(prefix="/studio/watch", tags=["watch"], responses={c: ERRORS[c] for c in (401, 404)})
+routers = (whep, watch_page)
 
 
-def _session(request: Request, session_id: str) -> LiveSession:
-    session = request.app.state.sessions.sessions.get(session_id)
-    if session is None or session.state == "closed":
-        raise HTTPException(404, f"no live session {session_id!r} (it may have ended)")
-    return session
+class PlaybackEnded(BaseModel):
+    ended: bool = True
 
 
-def _authorised(request: Request, session: LiveSession, presented: str | None) -> None:
-    if not session.audience.admits(presented, request.app.state.settings.token):
+def _authorised(session: LiveSession, settings: Settings, presented: str | None) -> None:
+    if not session.audience.admits(presented, settings.token):
         raise HTTPException(401, "a watch key is required: Authorization: Bearer KEY (the key the session's "
                             "owner shares) or ?key=KEY on a watch link; this one is missing or wrong",
                             headers={"WWW-Authenticate": 'Bearer realm="alaya-studio"'})
@@ -46,13 +48,14 @@ def _bearer(request: Request) -> str | None:
     return auth[7:].strip() if auth[:7].lower() == "bearer " else None
 
 
-@router.post("/whep/{session_id}", status_code=201, response_class=Response, responses=ERRORS,
-             openapi_extra={"requestBody": {"content": {SDP: {"schema": {"type": "string"}}}, "required": True}})
-async def whep_offer(session_id: str, request: Request) -> Response:
+@whep.post("/{session_id}", status_code=201, response_class=Response,
+           responses={201: {"content": {SDP: {"schema": {"type": "string"}}},
+                            "description": "the SDP answer; `Location`: this playback, to DELETE when done"}},
+           openapi_extra={"requestBody": {"content": {SDP: {"schema": {"type": "string"}}}, "required": True}})
+async def whep_offer(session: SessionDep, settings: SettingsDep, request: Request) -> Response:
     """Start a WHEP playback of a live session: the body is the player's SDP offer; the answer comes back with
     `Location`, the resource to DELETE when done."""
-    session = _session(request, session_id)
-    _authorised(request, session, _bearer(request))
+    _authorised(session, settings, _bearer(request))
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != SDP:
         raise HTTPException(415, f"the body must be an SDP offer sent as Content-Type: {SDP}")
     body = await request.body()
@@ -62,32 +65,30 @@ async def whep_offer(session_id: str, request: Request) -> Response:
         sdp = body.decode("utf-8")
     except UnicodeDecodeError:
         raise HTTPException(400, "the SDP offer is not UTF-8 text") from None
-    settings = request.app.state.settings
     watcher, answer = await watchers.admit(session, sdp, settings)
-    headers = {"Location": f"/whep/{session_id}/{watcher.id}"}
-    if (links := settings.ice.link_header(f"{session_id}-w")) is not None:
+    headers = {"Location": f"/whep/{session.id}/{watcher.id}"}
+    if (links := settings.ice.link_header(f"{session.id}-w")) is not None:
         headers["Link"] = links  # the studio's STUN/TURN servers, for players that use them (ICE restarts)
     return Response(answer, status_code=201, media_type=SDP, headers=headers)
 
 
-@router.delete("/whep/{session_id}/{watcher_id}", responses=ERRORS)
-async def whep_stop(session_id: str, watcher_id: str, request: Request) -> dict:
+@whep.delete("/{session_id}/{watcher_id}", response_model=PlaybackEnded)
+async def whep_stop(watcher_id: str, session: SessionDep, settings: SettingsDep, request: Request) -> PlaybackEnded:
     """End one WHEP playback; the session and its other watchers go on."""
-    session = _session(request, session_id)
-    _authorised(request, session, _bearer(request))
+    _authorised(session, settings, _bearer(request))
     if not await session.audience.remove(watcher_id):
         raise HTTPException(404, "no such playback (already ended?)")
-    return {"ended": True}
+    return PlaybackEnded()
 
 
-@router.patch("/whep/{session_id}/{watcher_id}", status_code=405, include_in_schema=False)
+@whep.patch("/{session_id}/{watcher_id}", status_code=405, include_in_schema=False)
 async def whep_trickle(session_id: str, watcher_id: str) -> None:
     raise HTTPException(405, "trickle ICE is not supported: the answer carries every candidate",
                         headers={"Allow": "DELETE"})
 
 
-@router.get("/studio/watch/{session_id}", response_class=HTMLResponse, responses=ERRORS)
-async def watch_page(session_id: str, request: Request, key: str | None = None) -> str:
+@watch_page.get("/{session_id}", response_class=HTMLResponse)
+async def watch(session: SessionDep, settings: SettingsDep, key: str | None = None) -> str:
     """The audience's page for a watch link."""
-    _authorised(request, _session(request, session_id), key)
+    _authorised(session, settings, key)
     return files("studio.server").joinpath("watch.html").read_text()

@@ -17,7 +17,7 @@ from gbuffer.source import Source
 from renderer.base import Renderer
 from studio.offline import render_to_mp4
 from studio.rollout import Rollout
-from studio.server.sessions import SessionPlan
+from studio.server.planner import SessionPlan
 
 log = logging.getLogger("alaya.ui.jobs")
 MAX_JOB_FRAMES = 30 * 60 * 10       # ten minutes of video at 30 fps

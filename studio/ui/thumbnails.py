@@ -1,7 +1,7 @@
 """Preset gallery thumbnails: each preset rendered by the reference renderer from one real engine frame.
 
-Rendering all presets takes seconds on a CPU, so each PNG is rendered once on first request and cached on
-disk (keyed by preset name, size and the preset data), then served from the file.
+Rendering all presets takes seconds on a CPU, so each PNG is rendered once (by `prewarm` at start, or on its
+first request) and cached on disk (keyed by preset name, size and the preset data), then served from the file.
 """
 
 from __future__ import annotations

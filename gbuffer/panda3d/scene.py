@@ -1,0 +1,162 @@
+"""The drivable scene: Panda3D's bundled `models/environment` as the ground (a Bullet triangle mesh) and a car
+(a Bullet raycast vehicle: a box chassis on four wheels), followed by a chase camera.
+
+Units are metres; Panda's world axes: x right, y forward, z up. Materials carry the roughness and metallic the
+G-buffer reads (the bundled models have textures but no materials).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gbuffer.input import PlayerInput
+from gbuffer.panda3d.display import panda3d_core
+
+TICK_HZ = 60
+ENVIRONMENT_SCALE = 0.25          # the model is about 1.2 km across; a quarter gives a 300 m valley
+START = (-15.0, 35.0, 1.5)        # metres; an open meadow of the valley (no bamboo behind the camera)
+MAX_STEER_DEG = 32.0
+ENGINE_FORCE_N = 1600.0
+BRAKE_FORCE_N = 60.0
+REVERSE_BELOW_MS = 0.5            # a held brake slower than this reverses (unless it is the handbrake)
+# (roughness, metallic, base colour) per part; the ground's colour comes from its textures
+GROUND = (0.85, 0.0, (1.0, 1.0, 1.0, 1.0))
+PAINT = (0.35, 0.8, (0.85, 0.12, 0.1, 1.0))
+TYRES = (0.9, 0.0, (0.12, 0.12, 0.12, 1.0))
+CHASSIS_HALF = (0.8, 1.6, 0.35)   # half extents, metres (x across, y along, z up)
+
+
+def _material(core, roughness: float, metallic: float, base: tuple[float, ...]):
+    m = core.Material()
+    m.set_base_color(core.LColor(*base))
+    m.set_roughness(roughness)
+    m.set_metallic(metallic)
+    return m
+
+
+def _box(core, loader, half: tuple[float, float, float], look: tuple):
+    """models/box (the unit cube from 0 to 1) centred and scaled to `half` extents."""
+    holder = core.NodePath("box")
+    box = core.NodePath(loader.load_sync(core.Filename("models/box")))
+    box.reparent_to(holder)
+    box.set_pos(-0.5, -0.5, -0.5)
+    holder.set_scale(2 * half[0], 2 * half[1], 2 * half[2])
+    holder.set_material(_material(core, *look), 1)
+    return holder
+
+
+class DrivingScene:
+    """Scene graph + Bullet world. `step(control)` advances one physics tick; `follow()` moves the camera."""
+
+    def __init__(self):
+        core = panda3d_core()
+        from panda3d import bullet
+
+        self.core, self.bullet = core, bullet
+        loader = core.Loader.get_global_ptr()
+        self.root = core.NodePath("alaya-panda3d")
+        self.world = bullet.BulletWorld()
+        self.world.set_gravity(core.Vec3(0, 0, -9.81))
+
+        environment = core.NodePath(loader.load_sync(core.Filename("models/environment")))
+        environment.reparent_to(self.root)
+        environment.set_scale(ENVIRONMENT_SCALE)
+        environment.set_material(_material(core, *GROUND), 1)
+        self.world.attach_rigid_body(self._ground_body(environment).node())
+
+        self.chassis = self.root.attach_new_node(bullet.BulletRigidBodyNode("chassis"))
+        self.chassis.node().add_shape(bullet.BulletBoxShape(core.Vec3(*CHASSIS_HALF)), core.TransformState.make_pos(
+            core.Point3(0, 0, 0.3)))
+        self.chassis.node().set_mass(800.0)
+        self.chassis.node().set_deactivation_enabled(False)
+        self.world.attach_rigid_body(self.chassis.node())
+        _box(core, loader, CHASSIS_HALF, PAINT).reparent_to(self.chassis)
+        self.chassis.find("box").set_z(0.3)
+        self.vehicle = bullet.BulletVehicle(self.world, self.chassis.node())
+        self.vehicle.set_coordinate_system(bullet.ZUp)
+        self.world.attach_vehicle(self.vehicle)
+        for x, y, front in ((0.75, 1.1, True), (-0.75, 1.1, True), (0.75, -1.1, False), (-0.75, -1.1, False)):
+            self._add_wheel(core, loader, core.Point3(x, y, 0.3), front)
+        self.reset()
+
+        self.camera = None                                     # set by attach_camera()
+
+    def _ground_body(self, environment):
+        """A static triangle mesh of every geometry in the environment, at its scale."""
+        core, bullet = self.core, self.bullet
+        mesh = bullet.BulletTriangleMesh()
+        for path in environment.find_all_matches("**/+GeomNode"):
+            transform = path.get_transform(self.root)
+            for geom in path.node().get_geoms():
+                mesh.add_geom(geom, True, transform)
+        ground = self.root.attach_new_node(bullet.BulletRigidBodyNode("ground"))
+        ground.node().add_shape(bullet.BulletTriangleMeshShape(mesh, dynamic=False))
+        return ground
+
+    def _add_wheel(self, core, loader, where, front: bool) -> None:
+        visual = _box(core, loader, (0.15, 0.35, 0.35), TYRES)
+        node = self.root.attach_new_node("wheel")
+        visual.reparent_to(node)
+        wheel = self.vehicle.create_wheel()
+        wheel.set_node(node.node())
+        wheel.set_chassis_connection_point_cs(where)
+        wheel.set_front_wheel(front)
+        wheel.set_wheel_direction_cs(core.Vec3(0, 0, -1))
+        wheel.set_wheel_axle_cs(core.Vec3(1, 0, 0))
+        wheel.set_wheel_radius(0.35)
+        wheel.set_max_suspension_travel_cm(40.0)
+        wheel.set_suspension_stiffness(40.0)
+        wheel.set_wheels_damping_relaxation(2.3)
+        wheel.set_wheels_damping_compression(4.4)
+        wheel.set_friction_slip(2.0)
+        wheel.set_roll_influence(0.1)
+
+    def reset(self) -> None:
+        """Back to the start, at rest."""
+        body = self.chassis.node()
+        self.chassis.set_pos_hpr(*START, 0, 0, 0)
+        body.set_linear_velocity(self.core.Vec3(0, 0, 0))
+        body.set_angular_velocity(self.core.Vec3(0, 0, 0))
+        body.clear_forces()
+
+    @property
+    def speed_ms(self) -> float:
+        """Forward speed, metres per second (negative when reversing)."""
+        return self.vehicle.get_current_speed_km_hour() / 3.6
+
+    def step(self, control: PlayerInput) -> None:
+        """One tick with `control` (already clamped); a `reset` puts the car back first."""
+        if control.reset or self.chassis.get_z() < -20:        # fell off the world: back to the start
+            self.reset()
+        angle = -control.steer * MAX_STEER_DEG                 # steer right (+) turns clockwise seen from above
+        self.vehicle.set_steering_value(angle, 0)
+        self.vehicle.set_steering_value(angle, 1)
+        force = control.throttle * ENGINE_FORCE_N
+        brake = control.brake * BRAKE_FORCE_N
+        if control.brake > 0 and not control.handbrake and self.speed_ms < REVERSE_BELOW_MS and not control.throttle:
+            force, brake = -0.5 * ENGINE_FORCE_N * control.brake, 0.0
+        for i in (2, 3):
+            self.vehicle.apply_engine_force(force, i)
+        for i in range(4):
+            self.vehicle.set_brake(brake, i)
+        self.world.do_physics(1.0 / TICK_HZ, 1, 1.0 / TICK_HZ)
+
+    def attach_camera(self, camera) -> None:
+        self.camera = camera
+        self.follow(snap=True)
+
+    def follow(self, snap: bool = False) -> None:
+        """Chase camera: 7 m behind, 2.6 m up, looking just ahead of the car; eases towards that place."""
+        core = self.core
+        car = self.chassis
+        heading = math.radians(car.get_h())
+        behind = core.Point3(car.get_x() + 7.0 * math.sin(heading), car.get_y() - 7.0 * math.cos(heading),
+                             car.get_z() + 2.6)
+        position = behind if snap else self.camera.get_pos() + (behind - self.camera.get_pos()) * 0.25
+        self.camera.set_pos(position)
+        self.camera.look_at(car.get_pos() + core.Vec3(-2.0 * math.sin(heading), 2.0 * math.cos(heading), 0.8))
+
+    def state(self) -> dict:
+        p = self.chassis.get_pos()
+        return {"position": [round(p.x, 4), round(p.y, 4), round(p.z, 4)],
+                "heading": round(math.radians(self.chassis.get_h()), 5), "speed": round(self.speed_ms, 4)}

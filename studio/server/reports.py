@@ -1,0 +1,63 @@
+"""What a live session reports about the frames it sends: each frame's status (to the owner and its watchers),
+the `stats` answer, and the figures the metrics and the REST API read."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from studio.server.metrics import SessionObserver
+from webrtc import protocol as dc
+from webrtc.track import OutgoingFrame, SessionVideoTrack
+
+
+@dataclass(frozen=True)
+class FrameStatus:
+    """What the session last sent: replaced whole per frame, so a route on the event loop reads one frame's
+    figures together."""
+
+    frame: int | None = None
+    label: str | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    latency_ms: float | None = None
+
+
+class SessionReports:
+    def __init__(self, track: SessionVideoTrack, fps: float, observer: SessionObserver | None,
+                 offered_at: float | None):
+        self.track = track
+        self.fps = fps
+        self.observer = observer
+        self.created = offered_at or time.perf_counter()   # time to first frame counts from the offer
+        self.first_frame_sent: float | None = None
+        self.last_sent = FrameStatus()
+        self.encoder = None             # the session's video encoder, once the first frame is encoded
+
+    def frame_sent(self, item: OutgoingFrame, sent_at: float, **now) -> dc.Status:
+        """On the event loop, as the track sends `item`; `now`: the session's state, queued frames, take."""
+        if self.first_frame_sent is None:
+            self.first_frame_sent = sent_at
+            if self.observer is not None:
+                self.observer.first_frame(sent_at - self.created)
+        if self.observer is not None:
+            self.observer.frame_sent(sent_at - item.rendered_at)
+        fps = self.track.meter.fps
+        status = dc.Status(frame=item.index, **item.info, fps=round(fps, 2), target_fps=self.fps,
+                           slow=bool(self.track.frames_sent > 2 * self.fps and fps < 0.9 * self.fps),
+                           latency_ms=round((sent_at - item.rendered_at) * 1e3, 1), encode_ms=self._encode_ms(),
+                           **now)
+        self.last_sent = FrameStatus(item.index, status.label, status.stages_ms, status.latency_ms)
+        return status
+
+    def stats(self, **facts) -> dc.StatsReport:
+        """`facts`: session_id, state, frame, codec, errors."""
+        ttff = self.first_frame_sent
+        return dc.StatsReport(**facts, frames_sent=self.track.frames_sent, fps=round(self.track.meter.fps, 2),
+                              target_fps=self.fps, bitrate=getattr(self.encoder, "target_bitrate", None),
+                              time_to_first_frame_ms=None if ttff is None else round((ttff - self.created) * 1e3, 1),
+                              last=asdict(self.last_sent))
+
+    def _encode_ms(self) -> float | None:
+        """The previous frame's (a frame is encoded after its status goes out)."""
+        ms = getattr(self.encoder, "last_encode_ms", None)
+        return None if ms is None else round(ms, 2)

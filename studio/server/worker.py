@@ -1,0 +1,239 @@
+"""A live session's worker: the render loop, in a thread of its own, and the hand-over of each rendered frame
+to the video track.
+
+The rollout (source, timeline, render session) belongs to this thread alone. Requests from the event loop that
+touch it are queued as commands and applied between chunks (while a chunk waits for room in the hand-over,
+too), which is why a live prompt switch takes effect at the next chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+import av
+
+from alaya_errors import UserError
+from studio.rollout import RenderedFrame, Rollout
+from studio.schedule.live import LiveTimeline
+from studio.server.metrics import SessionObserver
+from studio.server.outbox import Outbox
+from studio.server.take_control import TakeControl
+from webrtc import protocol as dc
+from webrtc.stamp import stamp_index
+from webrtc.track import FrameBuffer, OutgoingFrame
+
+log = logging.getLogger("alaya.session")
+Command = Callable[[], "dc.ServerMessage | None"]     # run by the worker; its answer is sent
+
+
+class SessionWorker:
+    def __init__(self, name: str, rollout: Rollout, timeline: LiveTimeline, buffer: FrameBuffer, outbox: Outbox,
+                 takes: TakeControl, *, stamp: bool, loop_playback: bool, observer: SessionObserver | None,
+                 on_ended: Callable[[], None]):
+        self.rollout, self.timeline, self.buffer, self.outbox, self.takes = rollout, timeline, buffer, outbox, takes
+        self.stamp = stamp              # read per frame as frames are handed over
+        self.observer = observer
+        self.on_ended = on_ended        # called from this thread when the session ended on its own
+        self.state = "starting"         # starting → playing / paused / ended → closed
+        # The newest rendered frame (G-buffer + output), for the inspector; replaced whole, so readers on other
+        # threads always see a complete frame.
+        self.latest_frame: RenderedFrame | None = None
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._paused = self._ended = self._stop = False
+        self._seeks = 0                 # counts seeks: a chunk rendered before one is stale
+        self._after_sent: dc.Ended | None = None   # to send once the frames now buffered have gone out
+        self._failed = False            # the session's one fatal error was sent
+        self._fail_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.set_loop(loop_playback)
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.state = "playing"
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.state = "closed"
+        self._stop = True
+        self._wake.set()
+        self.buffer.close()
+
+    def join(self, timeout_s: float) -> bool:
+        """Blocking, after stop(): → False if the thread did not stop in time."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def submit(self, command: Command) -> None:
+        self._commands.put(command)
+        self._wake.set()
+
+    def fail(self, exc: UserError) -> bool:
+        """End the session with one error message (from this thread, or from outside: its render worker died
+        while it was paused); → False when it had already failed (the viewer hears it once)."""
+        with self._fail_lock:
+            if self._failed:
+                return False
+            self._failed = True
+        self.state = "ended"
+        self.outbox.send(dc.error_message(exc))
+        return True
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop:
+                self._apply_commands()
+                if self._paused or self._ended:
+                    self._wake.wait(0.1)
+                    self._wake.clear()
+                    continue
+                if self.timeline.advance(self.rollout.frame_index):
+                    self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
+                                                        reason="next pass of the loop"))
+                if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
+                    continue   # render just in time: only once the last frame is on its way (commands apply)
+                t0, wall0 = time.perf_counter(), time.time()
+                count, parts = self.rollout.next_chunk_parts()
+                if self.loop_playback and self._at_end():
+                    self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
+                if count:
+                    rendered_s = self._hand_over_parts(parts, t0, wall0)
+                    self.buffer.note_production(count, rendered_s)
+                    if self.observer is not None:
+                        self.observer.chunk_rendered(rendered_s)
+                    continue
+                if self.loop_playback and self.rollout.recorded:
+                    continue
+                if self._source_ended():
+                    break
+        except UserError as exc:
+            self.fail(exc)
+        except Exception as exc:  # a renderer/source bug: end this session only, keep the server up
+            log.exception("%s: worker failed", self._thread.name)
+            self.state = "ended"
+            self.outbox.send(dc.Error(message=f"internal error: {type(exc).__name__}: {exc}", where="session",
+                                      request=None))
+        finally:
+            self.buffer.close()
+            if self.state == "ended":
+                self.on_ended()
+
+    def _source_ended(self) -> bool:
+        """→ True when the loop ends with it: a live source that ends (a feed that went away) does not come
+        back. A recorded one stays (seek, play); its viewer hears 'ended' after the last frame."""
+        self._ended = True
+        self.state = "ended"
+        ended = dc.Ended(frame=self.rollout.frame_index, reason="the source ended")
+        if not self.rollout.recorded:
+            self.outbox.send(ended)   # now: the session closes right after, its last frames with it
+            return True
+
+        def on_loop() -> None:
+            if self.buffer.drained:
+                self.outbox.send(ended)
+            else:
+                self._after_sent = ended
+        self.outbox.later(on_loop)
+        return False
+
+    def frame_sent(self) -> None:
+        """On the event loop, after each frame's status: the 'ended' held back until the last frame went."""
+        if self._after_sent is not None and self.buffer.drained:
+            message, self._after_sent = self._after_sent, None
+            if self._ended:          # not after a seek or play that started the source again meanwhile
+                self.outbox.send(message)
+
+    def _at_end(self) -> bool:
+        return self.rollout.recorded and self.rollout.frame_index >= len(self.rollout.source)
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                answer = command()
+                if answer is not None:
+                    self.outbox.send(answer)
+            except UserError as exc:
+                self.outbox.refuse(exc)
+
+    # ---- the hand-over -----------------------------------------------------------------------------------
+
+    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> float:
+        """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
+        it is decoded); → the seconds spent rendering, not waiting for the hand-over. After a seek the rest of
+        the chunk is stale: still rendered (so the session's state stays whole), not handed over."""
+        seeks, render_s = self._seeks, 0.0
+        while True:
+            t = time.perf_counter()
+            part = next(parts, None)
+            render_s += time.perf_counter() - t
+            if part is None:
+                return render_s
+            if self._seeks == seeks and not self._stop:
+                self._hand_over(part, rendered_at, rendered_wall)
+
+    def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
+        seeks = self._seeks
+        self.latest_frame = chunk[-1]
+        take = self.takes.recorder
+        for f in chunk:
+            rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
+            video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            item = OutgoingFrame(f.index, video, rendered_at, _frame_info(f, rendered_wall))
+            while not self.buffer.put(item, timeout=0.05):
+                if self._stop or self.buffer.closed:
+                    return
+                # Commands only change what the *next* chunk renders, so they can apply while this one drains;
+                # after a seek the rest of this chunk is stale.
+                self._apply_commands()
+                if self._seeks != seeks:
+                    return
+            if take is not None:   # what was handed to the viewer, in that order
+                take.add(f.gbuffer, rgb, f.conditioning, f.index)
+
+    # ---- commands (run on this thread, between chunks) --------------------------------------------------
+
+    def set_loop(self, on: bool) -> None:
+        """A recorded source played in a loop starts again at its end, and makes the timeline loop too."""
+        self.loop_playback = on
+        looped = self.rollout.recorded and on
+        self.timeline.source_loop = len(self.rollout.source) if looped else None
+
+    def set_paused(self, paused: bool) -> dc.Ack:
+        self._paused = paused
+        if not paused and self._ended and self.rollout.recorded:
+            self.rollout.seek(0)
+            self._ended = False
+        self.state = "paused" if paused else ("ended" if self._ended else "playing")
+        return dc.Ack(request="pause" if paused else "play", frame=self.rollout.frame_index)
+
+    def seek(self, frame: int) -> dc.Ack:
+        self.rollout.seek(frame)
+        self._seeks += 1
+        self.buffer.clear()
+        self._ended = False
+        if not self._paused:
+            self.state = "playing"
+        return dc.Ack(request="seek", frame=frame)
+
+
+def _frame_info(f: RenderedFrame, rendered_wall: float) -> dict[str, Any]:
+    """What the frame's status says about it (dc.Status)."""
+    info = {"prompts": [{"preset": p.preset, "text": p.text[:80], "weight": round(p.weight, 4)}
+                        for p in f.conditioning.prompts], "label": f.conditioning.label(),
+            "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
+            "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
+    if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
+        info["control"] = f.gbuffer.meta["control"]
+    return info
