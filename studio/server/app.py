@@ -16,6 +16,7 @@ from gbuffer.feed import FeedHub, FeedLimits
 from prompt_presets import matching
 from studio import __version__
 from studio.server import feed_routes, ice, routes, whep_routes
+from studio.server.allocator import map_large_blocks
 from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     started (cluster.pool.WorkerPool; `serve --cluster` starts them first, so a bad address is one line);
     else `settings.cluster` starts them with the app."""
     settings = settings or Settings()
+    map_large_blocks()   # sessions' frames go back to the system when they are freed (issue 29)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -44,7 +46,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
-        text_warm_up = matching.warm_up_in_background() if settings.warm_text_matching else None
+        if settings.warm_text_matching:     # in a child process at low CPU priority (prompt_presets/minilm.py)
+            matching.warm_up_in_background()
         yield
         if osc is not None:
             osc.close()
@@ -52,10 +55,6 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
         await warm
         if app.state.sessions.pool is not None:
             await asyncio.get_running_loop().run_in_executor(None, app.state.sessions.pool.close)
-        if text_warm_up is not None:
-            # Stop what we started: a process that exits while this thread is still loading the model (native
-            # thread pools mid-construction) aborts at exit ("terminate called without an active exception").
-            await asyncio.get_running_loop().run_in_executor(None, text_warm_up.join, 300)
 
     app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")

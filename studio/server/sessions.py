@@ -15,6 +15,7 @@ from gbuffer.feed import FeedHub
 from gbuffer.source import Source
 from renderer import Renderer
 from renderer.base import RendererFull
+from studio.server.allocator import return_free_memory
 from studio.server.ice import peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
@@ -157,6 +158,8 @@ class SessionManager:
         await session.close()
         self.sessions.pop(session.id, None)
         await cancel_and_wait(self._watchdogs.pop(session.id, None))
+        # issue 29: what the session freed goes back to the system, not into the allocator's arenas for good
+        await asyncio.get_running_loop().run_in_executor(None, return_free_memory)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))
