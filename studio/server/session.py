@@ -59,8 +59,8 @@ class LiveSession:
                                     on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")))
         self.handlers = ChannelHandlers(self)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
-        if hasattr(render_session, "on_lost"):         # a render worker's session (cluster/): its worker died
-            render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
+        # RenderSession.on_lost: only a render worker's session (cluster/) calls it, when its worker died
+        render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
         if peer is not None:
             peer.on("datachannel", self._on_datachannel)
             peer.on("connectionstatechange", self._on_connection_state)
