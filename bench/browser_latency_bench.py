@@ -17,32 +17,22 @@ N times presses and releases the left arrow (half a second each). Each key event
 sent it (its clock) to the expected display time of the first picture whose frame was driven with that control
 (steer -1 while held, 0 once released; the engine reports each frame's control in its status message).
 
-    .venv/bin/python bench/browser_latency_bench.py --size 416x224 --seconds 10 --playout now,browser,now,browser
-    .venv/bin/python bench/browser_latency_bench.py --size 416x224 --seconds 10 --drive 20
+    python -m bench.browser_latency_bench --size 416x224 --seconds 10 --playout now,browser,now,browser
+    python -m bench.browser_latency_bench --size 416x224 --seconds 10 --drive 20
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import CHROMIUM, CHROMIUM_ARGS, parser, studio, write_json
 
-from studio.server.background import free_port  # noqa: E402
-from webrtc_bench import start_server  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
 STAGES = ("render", "wait", "encode", "network", "decode", "display")   # latency.js stages()
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--autoplay-policy=no-user-gesture-required"]
 
 
 def wait_for(page, script: str, timeout: float, what: str):
@@ -110,27 +100,19 @@ def measure(url: str, size: str, playout: str, warmup: float, seconds: float, dr
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="416x224")
-    parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--playout", default="now",
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--size", default="416x224")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--playout", default="now",
                         help="comma list: now (jitterBufferTarget 0, the page's default), browser (Chromium's own)")
-    parser.add_argument("--drive", type=int, default=0, metavar="N", help="also N key presses: input → photon")
-    parser.add_argument("--json", type=Path, help="also write the result here")
-    args = parser.parse_args()
-    port = free_port()
-    server = start_server(port, 2, "reference")
-    try:
-        result = [measure(f"http://127.0.0.1:{port}", args.size, p, args.warmup, args.seconds, args.drive)
-                  for p in args.playout.split(",")]
-    finally:
-        server.terminate()
-        server.wait(15)
+    ap.add_argument("--drive", type=int, default=0, metavar="N", help="also N key presses: input → photon")
+    args = ap.parse_args()
+    with studio(2, "reference") as st:
+        result = [measure(st.url, args.size, p, args.warmup, args.seconds, args.drive) for p in args.playout.split(",")]
     for row in result:
         print(json.dumps(row))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Built-in engine frame rate: physics + one-pass G-buffer render + readback of the five targets.
 
-    python bench/engine_bench.py [--sizes 416x224 832x448] [--frames 120] [--warmup 10] [--seed 0]
+    python -m bench.engine_bench [--sizes 416x224 832x448] [--frames 120] [--warmup 10] [--seed 0]
 
 Prints, per size, the median and 10th/90th percentile FPS over the timed frames (autopilot driving) and the
 CPU time per frame summed over all threads (llvmpipe renders on every core), which other load on a shared
@@ -9,13 +9,12 @@ machine disturbs much less than wall-clock FPS.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 
 import numpy as np
 
+from bench.harness import parser, size, write_json
 from gbuffer.engine import EngineSource
 
 
@@ -38,27 +37,23 @@ def measure(width: int, height: int, frames: int, warmup: int, seed: int) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
     ap.add_argument("--frames", type=int, default=120)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
     rows = []
     # Other work on the machine slows llvmpipe down; say how busy it was so figures can be judged.
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    for size in args.sizes:
-        w, h = (int(v) for v in size.split("x"))
-        r = measure(w, h, args.frames, args.warmup, args.seed)
+    for text in args.sizes:
+        r = measure(*size(text), args.frames, args.warmup, args.seed)
         rows.append(r)
         print(f"{r['size']:>9}  {r['triangles']} triangles  median {r['fps_median']:.1f} FPS  "
               f"(p10 {r['fps_p10']:.1f}, p90 {r['fps_p90']:.1f}) over {r['frames']} frames, "
               f"{r['cpu_ms_per_frame']:.1f} CPU ms/frame")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "engine", "rows": rows}, f, indent=2)
+    write_json(args.json, {"benchmark": "engine", "rows": rows})
 
 
 if __name__ == "__main__":

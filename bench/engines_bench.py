@@ -14,7 +14,6 @@ seconds per frame. Needs the `engines` extra.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.harness import parser, size, write_json
 
 
 def _ms(samples: list[float]) -> float:
@@ -115,7 +116,7 @@ def measure_blender(engine: str, width: int, height: int, frames: int, samples: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--panda3d-sizes", nargs="*", default=["416x224", "832x448"])
     ap.add_argument("--frames", type=int, default=120, help="Panda3D frames timed per size")
     ap.add_argument("--warmup", type=int, default=10)
@@ -123,21 +124,18 @@ def main() -> None:
     ap.add_argument("--blender-size", default="416x224")
     ap.add_argument("--blender-frames", type=int, default=4)
     ap.add_argument("--samples", type=int, default=16)
-    ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     rows = []
-    for size in args.panda3d_sizes:
-        w, h = (int(v) for v in size.split("x"))
-        rows.append(measure_panda3d(w, h, args.frames, args.warmup))
+    for text in args.panda3d_sizes:
+        rows.append(measure_panda3d(*size(text), args.frames, args.warmup))
         print(json.dumps(rows[-1]), flush=True)
-    w, h = (int(v) for v in args.blender_size.split("x"))
+    w, h = size(args.blender_size)
     for engine in args.blender_engines:
         rows.append(measure_blender(engine, w, h, args.blender_frames, args.samples))
         print(json.dumps(rows[-1]), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    write_json(args.json, rows)
 
 
 if __name__ == "__main__":

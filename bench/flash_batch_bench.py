@@ -1,8 +1,8 @@
 """Batched flash sessions: throughput for 1, 2 and 4 sessions, batched in one forward pass
 (renderer/flash/batch.py) vs rendered one after another, in one run with the rows alternating.
 
-    .venv/bin/python bench/flash_batch_bench.py --sessions 1,2,4 --chunks 6 --width 128 --height 64 --threads 2
-    .venv/bin/python bench/flash_batch_bench.py --config full --device cuda --width 832 --height 448 \
+    python -m bench.flash_batch_bench --sessions 1,2,4 --chunks 6 --width 128 --height 64 --threads 2
+    python -m bench.flash_batch_bench --config full --device cuda --width 832 --height 448 \
         --sessions 1,2 --chunks 5 --repeats 2          # the GPU figure: 2 sessions >= 24 FPS each on one H200
 
 Throughput = frames delivered across all sessions per second of wall time, after one warm-up chunk each;
@@ -11,21 +11,17 @@ medians over --repeats rounds, the order within a round alternating.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from prompt_presets.conditioning import Conditioning  # noqa: E402
-from renderer import create_renderer  # noqa: E402
-from renderer.flash.batch import render_batch  # noqa: E402
-from renderer.flash.benchmark import STYLE_PROMPTS, synthetic_frames  # noqa: E402
+from bench.harness import FLASH_PROMPTS, parser, synthetic_frames, write_json
+from prompt_presets.conditioning import Conditioning
+from renderer import create_renderer
+from renderer.flash.batch import render_batch
 
 
 def sync(device: str) -> None:
@@ -36,7 +32,7 @@ def sync(device: str) -> None:
 def run(renderer, n: int, chunks: int, width: int, height: int, batched: bool, device: str = "cpu") -> float:
     size = renderer.chunk_size
     frames = synthetic_frames(size * (chunks + 1), width, height)
-    prompts = list(STYLE_PROMPTS)
+    prompts = list(FLASH_PROMPTS)
     conds = [[Conditioning.single(prompts[s % len(prompts)])] * size for s in range(n)]
     sessions = [renderer.open_session(width, height, seed=s) for s in range(n)]
     try:
@@ -60,7 +56,7 @@ def run(renderer, n: int, chunks: int, width: int, height: int, batched: bool, d
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sessions", default="1,2,4")
     ap.add_argument("--chunks", type=int, default=6)
     ap.add_argument("--width", type=int, default=128)
@@ -70,11 +66,10 @@ def main() -> int:
     ap.add_argument("--config", default="tiny")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, help="bf16 (CUDA default), fp16, fp32")
-    ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     renderer = create_renderer("flash", config=args.config, device=args.device, dtype=args.dtype,
-                               prompts=list(STYLE_PROMPTS))
+                               prompts=list(FLASH_PROMPTS))
     run(renderer, 2, 2, args.width, args.height, True, args.device)     # warm the process (allocator, kernels)
     rows = []
     for n in (int(x) for x in args.sessions.split(",")):
@@ -92,8 +87,7 @@ def main() -> int:
               "threads": args.threads,
               "chunk_size": renderer.chunk_size, "rows": rows}
     print(json.dumps(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_json(args.json, report)
     return 0
 
 

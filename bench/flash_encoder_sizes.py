@@ -1,21 +1,16 @@
 """For each G-buffer encoder family: the width that gives the model card's 37 MB in bf16 and in fp32, and the
 size at hidden 128 (the card's "hidden dim 128"). Pure arithmetic on modules built on the meta device.
 
-    .venv/bin/python bench/flash_encoder_sizes.py       # prints a Markdown table (docs/flash.md)
+    python -m bench.flash_encoder_sizes       # prints a Markdown table (docs/flash.md)
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
-
-from renderer.flash.config import GBUFFER_CHANNELS, LATENT_CHANNELS  # noqa: E402
-from renderer.flash.gbuffer_encoder import grouped_encoder  # noqa: E402
-from renderer.flash.taehv import taehv_encoder  # noqa: E402
+from renderer.flash.config import GBUFFER_CHANNELS, LATENT_CHANNELS
+from renderer.flash.gbuffer_encoder import grouped_encoder
+from renderer.flash.taehv import taehv_encoder
 
 CARD_BYTES = 37e6
 G, L = GBUFFER_CHANNELS, LATENT_CHANNELS

@@ -2,21 +2,17 @@
 measure how close the 4-step sampler gets (relative MSE against the targets; see
 renderer/flash/learning_check.py for the task).
 
-    .venv/bin/python bench/flash_learning.py [--steps 300] [--seeds 0 1] [--threads 1]
+    python -m bench.flash_learning [--steps 300] [--seeds 0 1] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from renderer.flash.learning_check import learning_check  # noqa: E402
+from renderer.flash.learning_check import learning_check
 
 
 def main() -> None:

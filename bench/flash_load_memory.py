@@ -1,7 +1,7 @@
 """Peak memory (RSS) while loading a `full` weights directory in bf16 on the CPU, against the files' size.
 
-    .venv/bin/python bench/flash_load_memory.py --dir /tmp/flash-full --make     # init-random full first (~2.6 GB)
-    .venv/bin/python bench/flash_load_memory.py --dir /tmp/flash-full [--eager]
+    python -m bench.flash_load_memory --dir /tmp/flash-full --make     # init-random full first (~2.6 GB)
+    python -m bench.flash_load_memory --dir /tmp/flash-full [--eager]
 
 Each load runs in a fresh process (ru_maxrss is a lifetime peak). `baseline` is the RSS after importing torch and
 diffusers, before anything is loaded; the goal (issue 10) is peak <= 1.3 x the bf16 files. `--eager` also measures
@@ -16,11 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.harness import ROOT
 
 CHILD = r"""
 import json, resource, sys, time
-sys.path.insert(0, {root!r})
 import torch, diffusers
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash import weights
@@ -43,8 +42,9 @@ print(json.dumps({{"baseline_bytes": base, "peak_bytes": rss(), "seconds": time.
 
 
 def measure(directory: Path, eager: bool) -> dict:
-    code = CHILD.format(root=str(ROOT), dir=str(directory), eager=eager)
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    code = CHILD.format(dir=str(directory), eager=eager)
+    # `-c` puts the working directory first on the child's path: the checkout's root
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

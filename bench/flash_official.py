@@ -2,9 +2,9 @@
 the 637-frame eight-worlds rollout at 832x448 to MP4, FPS, per-stage ms, peak VRAM and the alignment probe.
 Writes everything under --out (report.json, inspect.json, eight_worlds.mp4, eight_worlds_sbs.mp4, metrics.json).
 
-    .venv/bin/python bench/flash_official.py --weights /data/AlayaRenderer-Flash --out out/flash-official \
+    python -m bench.flash_official --weights /data/AlayaRenderer-Flash --out out/flash-official \
         [--window window-00.npy] [--text-encoder WAN_DIR]
-    .venv/bin/python bench/flash_official.py --random-full /tmp/flash-full --out out/flash-random   # no weights
+    python -m bench.flash_official --random-full /tmp/flash-full --out out/flash-random   # no weights
 
 Smoke run on a CPU (tiny sizes): --random-tiny /tmp/flash-tiny --device cpu --frames 16 --size 64x32.
 Exit code: 0 when every step ran, 2 when the directory does not load (inspect.json says why).
@@ -19,11 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from bench.harness import ROOT
 
 
 def cli(*args: str) -> None:

@@ -4,13 +4,11 @@ Frames are synthetic but picture-like (flat regions, gradients, mild texture), s
 about as well as engine output; pure noise would be the worst case. Reads are measured in play order
 and in random order, with the files in the OS page cache (just written).
 
-    python bench/formats_bench.py [--frames 60] [--sizes 416x224 832x448] [--json out.json]
+    python -m bench.formats_bench [--frames 60] [--sizes 416x224 832x448] [--json out.json]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -18,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gbuffer.formats import GbufZipSource, GbufZipWriter, NpyWindowsSource, write_npy_windows  # noqa: E402
-from gbuffer.frame import GBufferFrame  # noqa: E402
+from bench.harness import parser, print_table, size, write_json
+from gbuffer.formats import GbufZipSource, GbufZipWriter, NpyWindowsSource, write_npy_windows
+from gbuffer.frame import GBufferFrame
 
 
 def scene_frames(n: int, width: int, height: int, seed: int = 0) -> list[GBufferFrame]:
@@ -85,23 +82,19 @@ def bench_size(width: int, height: int, n: int, tmp: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=60)
-    parser.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
-    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--frames", type=int, default=60)
+    ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
+    args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for size in args.sizes:
-            width, height = (int(v) for v in size.split("x"))
-            rows += bench_size(width, height, args.frames, Path(tmp))
+        for text in args.sizes:
+            rows += bench_size(*size(text), args.frames, Path(tmp))
     print("ms per frame as wall/cpu")
-    print(f"{'format':<14}{'size':>9}{'frames':>8}{'write':>12}{'read':>12}{'random read':>13}{'KB/frame':>10}")
-    for r in rows:
-        print(f"{r['format']:<14}{r['size']:>9}{r['frames']:>8}{r['write_ms']:>12}{r['read_seq_ms']:>12}"
-              f"{r['read_random_ms']:>13}{r['bytes_per_frame'] / 1024:>10.0f}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+    print_table(rows, (("format", "format"), ("size", "size"), ("frames", "frames"), ("write", "write_ms"),
+                       ("read", "read_seq_ms"), ("random read", "read_random_ms"),
+                       ("KB/frame", lambda r: f"{r['bytes_per_frame'] / 1024:.0f}")))
+    write_json(args.json, rows)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Where the GL reference renderer's time goes: each pass timed on its own, and what a texel fetch costs.
 
-    python bench/gl_passes_bench.py [--size 416x224] [--frames 60] [--threads 1] [--json out.json]
+    python -m bench.gl_passes_bench [--size 416x224] [--frames 60] [--threads 1] [--json out.json]
 
 Part 1 renders real engine frames through the style shader, the eight report styles in turn (5 frames each),
 and waits for llvmpipe after every pass, so each pass's time is its own (the sum is a little above a normal
@@ -11,8 +11,6 @@ Medians; run it twice and compare in one sitting (these machines are noisy).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from collections import defaultdict
@@ -20,6 +18,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from bench.harness import parser, size, write_json
 from prompt_presets import REPORT_STYLES, conditioning_for
 
 os.environ.setdefault("EGL_PLATFORM", "surfaceless")
@@ -41,7 +40,7 @@ def _timed_shader(ms: dict[str, list[float]]):
 
 
 def pass_costs(width: int, height: int, count: int) -> dict:
-    from reference_bench import load_frames
+    from bench.reference_bench import load_frames
     from renderer.reference.style import StyleCache
 
     frames = load_frames("engine", width, height, count)
@@ -108,14 +107,13 @@ def fetch_costs(width: int, height: int, reps: int = 60) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--size", default="416x224")
     ap.add_argument("--frames", type=int, default=60)
     ap.add_argument("--threads", type=int, default=1, help="llvmpipe's threads (LP_NUM_THREADS; default 1)")
-    ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     os.environ["LP_NUM_THREADS"] = str(args.threads)   # read when a GL context opens
-    w, h = (int(v) for v in args.size.lower().split("x"))
+    w, h = size(args.size)
 
     passes = pass_costs(w, h, args.frames)
     print(f"{args.size}, {args.threads} llvmpipe thread(s): a frame {passes['frame_ms_median']:.2f} ms (median)")
@@ -126,10 +124,8 @@ def main() -> None:
     print(f"\n{'texture format':>15} {'pass, one fetch':>16} {'each further fetch':>19}")
     for name, r in fetches.items():
         print(f"{name:>15} {r['pass_ms_one_fetch']:13.3f} ms {r['ms_per_extra_fetch']:16.3f} ms")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "gl_passes", "size": args.size, "threads": args.threads, "cpu_count": os.cpu_count(),
-                       **passes, "fetch": fetches}, f, indent=2)
+    write_json(args.json, {"benchmark": "gl_passes", "size": args.size, "threads": args.threads,
+                           "cpu_count": os.cpu_count(), **passes, "fetch": fetches})
 
 
 if __name__ == "__main__":

@@ -3,20 +3,17 @@
 Runs the built-in engine on autopilot (live source) and a recorded .gbuf.zip of the same frames, at 416x224 and
 832x448, and prints frames per second with the per-stage medians from the metrics JSON.
 
-    python bench/offline_bench.py [--frames 120] [--backends gl,torch] [--json out.json]
+    python -m bench.offline_bench [--frames 120] [--backends gl,torch] [--json out.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from studio.cli import main as cli  # noqa: E402
+from bench.harness import parser, write_json
+from studio.cli import main as cli
 
 SIZES = ("416x224", "832x448")
 
@@ -42,10 +39,9 @@ def run(frames: int, backends: list[str]) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--frames", type=int, default=120)
     ap.add_argument("--backends", default="gl,torch", help="the reference renderer's backends to run, in turn")
-    ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
     rows = run(args.frames, args.backends.split(","))
     print(f"{'input':<20} {'backend':>7} {'size':>8} {'frames':>6} {'FPS':>7}  stage ms (median per frame)")
@@ -53,8 +49,7 @@ def main() -> None:
         stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stage_ms_median"].items())
         print(f"{r['input']:<20} {r['backend']:>7} {r['size']:>8} {r['frames']:>6} {r['fps']:>7.2f}  {stages}; "
               f"encode {r['encode_ms_median']:.1f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"benchmark": "offline_render", "rows": rows}, indent=2) + "\n")
+    write_json(args.json, {"benchmark": "offline_render", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Reference style renderer frame rate, per size and backend, with per-stage times.
 
-    python bench/reference_bench.py [--sizes 416x224 832x448] [--backends torch,gl] [--frames 50] [--threads 1]
+    python -m bench.reference_bench [--sizes 416x224 832x448] [--backends torch,gl] [--frames 50] [--threads 1]
                                     [--source engine|synthetic|PATH] [--device cpu] [--json out.json]
 
 The G-buffer frames are produced (engine on autopilot, the synthetic scene, or any readable sequence) and
@@ -13,15 +13,13 @@ best frame (on a shared machine the median depends on the neighbours); --json wr
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import time
 
 import numpy as np
 import torch
 
+from bench.harness import machine, parser, size, write_json
 from prompt_presets import REPORT_STYLES, conditioning_for
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
@@ -64,7 +62,7 @@ def measure(frames: list, width: int, height: int, warmup: int, device: str | No
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
     ap.add_argument("--frames", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
@@ -72,15 +70,14 @@ def main() -> None:
     ap.add_argument("--backends", default="torch,gl", help="comma-separated: torch, gl")
     ap.add_argument("--source", default="engine", help="engine, synthetic, or a G-buffer sequence path")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     os.environ["LP_NUM_THREADS"] = str(args.threads)   # read when the GL context opens (the first gl row)
 
     results = []
     print(f"{'size':>9} {'backend':>7} {'FPS':>6} {'p10':>6} {'best':>6} {'ms':>7}  stage ms")
-    for size in args.sizes:
-        w, h = (int(v) for v in size.lower().split("x"))
+    for text in args.sizes:
+        w, h = size(text)
         frames = load_frames(args.source, w, h, args.frames)
         for backend in args.backends.split(","):
             r = measure(frames, w, h, args.warmup, args.device, backend)
@@ -88,10 +85,8 @@ def main() -> None:
             print(f"{r['size']:>9} {backend:>7} {r['fps_median']:6.1f} {r['fps_p10']:6.1f} {r['fps_best']:6.1f} "
                   f"{r['ms_median']:7.1f}  " + " ".join(f"{s} {v:.1f}" for s, v in r["stage_ms_median"].items()))
     if args.json:
-        meta = {"source": args.source, "threads": args.threads, "torch": torch.__version__,
-                "machine": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "reference_renderer", **meta, "results": results}, f, indent=2)
+        write_json(args.json, {"benchmark": "reference_renderer", "source": args.source, "threads": args.threads,
+                               **machine(), "results": results})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Renderer throughput by stage, for each available backend at 416x224 and 832x448, beside the report's ablation.
 
-    .venv/bin/python bench/renderer_bench.py [--backends reference flash] [--sizes 416x224 832x448]
-                                             [--frames 48] [--threads 1] [--flash-weights DIR] [--device cpu]
-                                             [--json out.json]
+    python -m bench.renderer_bench [--backends reference flash] [--sizes 416x224 832x448]
+                                   [--frames 48] [--threads 1] [--flash-weights DIR] [--device cpu]
+                                   [--json out.json]
 
 Backends: `reference` (the CPU style shader) and `flash` (AlayaRenderer-Flash). Without --flash-weights, flash
 runs a tiny random model written by `alaya-studio flash init-random DIR --config tiny` into a temporary folder
@@ -12,28 +12,20 @@ that cannot be built here (flash not importable, no weights) is skipped with its
 
 Frames are the synthetic G-buffer scene, made before timing; the prompt switches among the report's eight
 styles every 5 chunks, as in its demo; the first --warmup chunks are not timed. FPS = frames / seconds of
-`render` calls; stage columns are milliseconds per frame (the chunk's stage time / chunk length).
+rendering, chunk by chunk as a live session streams them; stage columns are milliseconds per frame (the chunk's stage time / chunk length).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from prompt_presets import REPORT_STYLES, conditioning_for  # noqa: E402
-from renderer import create_renderer  # noqa: E402
-from renderer.reference.synthetic import synthetic_gbuffer  # noqa: E402
+from bench.harness import machine, parser, size, synthetic_frames, timed_chunks, write_json
+from prompt_presets import REPORT_STYLES, conditioning_for
+from renderer import create_renderer
 
 # AlayaRenderer-Flash technical report (arXiv 2607.18703), ablation on one H200.
 REPORT_ABLATION = (("original AlayaRenderer (50 steps, 21-frame window)", 0.56),
@@ -67,31 +59,24 @@ def build_backend(name: str, args, workdir: Path):
 
 
 def measure(renderer, width: int, height: int, frames: int, warmup: int) -> dict:
-    size = renderer.chunk_size
-    gbuffers = [synthetic_gbuffer(width, height, i / 30, i) for i in range(frames + warmup * size)]
-    stages: dict[str, list[float]] = {}
-    timed_frames, seconds, peak = 0, 0.0, 0
+    chunk = renderer.chunk_size
+    gbuffers = synthetic_frames(frames + warmup * chunk, width, height)
     with renderer.open_session(width, height, seed=0) as session:
-        for k, start in enumerate(range(0, len(gbuffers), size)):
-            chunk = gbuffers[start:start + size]
-            cond = conditioning_for(REPORT_STYLES[(k // 5) % len(REPORT_STYLES)])
-            t0 = time.perf_counter()
-            result = session.render(chunk, [cond] * len(chunk))
-            dt = time.perf_counter() - t0
-            peak = max(peak, result.peak_memory_bytes or 0)
-            if k < warmup:
-                continue
-            timed_frames, seconds = timed_frames + len(chunk), seconds + dt
-            for stage, ms in result.timings_ms.items():
-                stages.setdefault(stage, []).append(ms / len(chunk))
-    return {"size": f"{width}x{height}", "chunk_size": size, "frames": timed_frames,
+        chunks, peak = timed_chunks(session, gbuffers, lambda k: conditioning_for(
+            REPORT_STYLES[(k // 5) % len(REPORT_STYLES)]), warmup)
+    timed_frames, seconds = sum(c.frames for c in chunks), sum(c.seconds for c in chunks)
+    stages: dict[str, list[float]] = {}
+    for c in chunks:
+        for stage, ms in c.timings_ms.items():
+            stages.setdefault(stage, []).append(ms / c.frames)
+    return {"size": f"{width}x{height}", "chunk_size": chunk, "frames": timed_frames,
             "fps": timed_frames / seconds, "ms_per_frame": 1e3 * seconds / timed_frames,
             "stage_ms_per_frame": {s: float(np.median(v)) for s, v in stages.items()},
             "peak_memory_mib": round(peak / 2**20, 1) if peak else None}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--backends", nargs="+", default=["reference", "flash"])
     ap.add_argument("--sizes", nargs="+", default=["416x224", "832x448"])
     ap.add_argument("--frames", type=int, default=48, help="timed frames per backend and size")
@@ -99,7 +84,6 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--device", default=None, help="torch device for every backend (default: each one's own)")
     ap.add_argument("--flash-weights", type=Path, default=None, help="a flash weights directory (default: tiny random)")
-    ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -112,9 +96,8 @@ def main() -> None:
                 skipped[name] = label
                 print(f"{name:>22}  skipped: {label}", flush=True)
                 continue
-            for size in args.sizes:
-                w, h = (int(v) for v in size.lower().split("x"))
-                r = {"backend": label, **measure(renderer, w, h, args.frames, args.warmup)}
+            for text in args.sizes:
+                r = {"backend": label, **measure(renderer, *size(text), args.frames, args.warmup)}
                 results.append(r)
                 stages = "  ".join(f"{s} {ms:.1f}" for s, ms in r["stage_ms_per_frame"].items())
                 print(f"{label:>22} {r['size']:>9} {r['chunk_size']:>5} {r['fps']:>7.2f} {r['ms_per_frame']:>9.1f}  "
@@ -123,12 +106,9 @@ def main() -> None:
     for step, fps in REPORT_ABLATION:
         print(f"  {step:<52} {fps:>6.2f} FPS")
     if args.json:
-        meta = {"threads": args.threads, "torch": torch.__version__, "cpu_count": os.cpu_count(),
-                "machine": platform.processor() or platform.machine(),
-                "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-        Path(args.json).write_text(json.dumps({"benchmark": "renderer", **meta, "results": results,
-                                               "skipped": skipped,
-                                               "report_ablation_fps": dict(REPORT_ABLATION)}, indent=2) + "\n")
+        write_json(args.json, {"benchmark": "renderer", "threads": args.threads, **machine(),
+                               "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                               "results": results, "skipped": skipped, "report_ablation_fps": dict(REPORT_ABLATION)})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Long rollouts: the 637-frame eight-worlds schedule and a 10,000-frame loop, with FPS and resident memory
 (RSS) at the start, middle and end, and a check that no frame index is skipped or repeated.
 
-    .venv/bin/python bench/rollout_bench.py [--size 160x96] [--loop-frames 10000] [--source engine|PATH]
-                                            [--renderer reference] [--threads 1] [--json out.json]
+    python -m bench.rollout_bench [--size 160x96] [--loop-frames 10000] [--source engine|PATH]
+                                  [--renderer reference] [--threads 1] [--json out.json]
 
 The rollout is the one the server's session worker and `alaya-studio render` run (studio.rollout.Rollout):
 source → schedule → render session, chunk by chunk. "eight_worlds" plays the built-in schedule once (637
@@ -16,25 +16,20 @@ the exit status requires it of the loop only (one eight-worlds pass still meets 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+import torch
 
-import torch  # noqa: E402
-
-from renderer import create_renderer  # noqa: E402
-from studio.rollout import Rollout  # noqa: E402
-from studio.schedule import Schedule, load_builtin  # noqa: E402
-from studio.sources import open_source  # noqa: E402
+from bench.harness import machine, parser, write_json
+from renderer import create_renderer
+from studio.rollout import Rollout
+from studio.schedule import Schedule, load_builtin
+from studio.sources import open_source
 
 FLAT_MIB, FLAT_FRACTION = 16, 0.05
+os.environ.setdefault("EGL_PLATFORM", "surfaceless")   # read when the engine opens its GL context
 
 
 def rss_mib() -> float:
@@ -88,7 +83,7 @@ def run(name: str, schedule: Schedule, frames: int, args) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--size", default="160x96", help="WxH of source and render (bigger: 416x224, 832x448)")
     ap.add_argument("--loop-frames", type=int, default=10_000)
     ap.add_argument("--rollouts", nargs="+", default=["eight_worlds", "loop"], choices=["eight_worlds", "loop"])
@@ -96,7 +91,6 @@ def main() -> int:
     ap.add_argument("--renderer", default="reference")
     ap.add_argument("--device", default=None, help="renderer device (default: the renderer's)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     if args.loop_frames < 3:
         ap.error("--loop-frames must be at least 3 (one per phase)")
@@ -116,10 +110,7 @@ def main() -> int:
               f"{'/'.join(f'{v:.0f}' for v in r['rss_mib']):>28} {r['rss_growth_mib']:>7.1f} "
               f"{'yes' if r['flat'] else 'NO':>5} {r['timeline_gaps'] + r['source_gaps']:>5} {r['prompts_seen']:>7}",
               flush=True)
-    if args.json:
-        meta = {"threads": args.threads, "torch": torch.__version__, "cpu_count": os.cpu_count(),
-                "machine": platform.processor() or platform.machine()}
-        Path(args.json).write_text(json.dumps({"benchmark": "rollout", **meta, "results": results}, indent=2) + "\n")
+    write_json(args.json, {"benchmark": "rollout", "threads": args.threads, **machine(), "results": results})
     # A single eight-worlds pass meets each style's effects for the first time (their buffers are allocated
     # then), so its memory may rise; flatness is required of the loop, which replays every style many times.
     ok = all((r["flat"] or r["rollout"] == "eight_worlds") and not r["timeline_gaps"] and not r["source_gaps"]

@@ -1,8 +1,9 @@
 """Where a training step's time goes: the codec step and the renderer step, part by part, on synthetic clips.
 
-    .venv/bin/python bench/train_step_bench.py --config nano --size 160x96 --threads 2 --steps 6
-    .venv/bin/python bench/train_step_bench.py --stem-stride 1      # nano with the full-resolution G-buffer stem
-    .venv/bin/python bench/train_step_bench.py --objectives flow,meanflow --warmup 2   # mean flow's JVP, warm-up
+    python -m bench.train_step_bench --config nano --size 160x96 --threads 2 --steps 6
+    python -m bench.train_step_bench --stem-stride 1      # nano with the full-resolution G-buffer stem
+    python -m bench.train_step_bench --objectives flow,meanflow --threads 1 --clock cpu   # mean flow's JVP
+    python -m bench.train_step_bench --warmup 2                                         # history warm-up
 
 Codec step (`train codec`): encode, decode, loss, backward, optimiser. Renderer step (`train`): RGB targets
 (the frozen codec encoder, or the cache that replaces it), G-buffer encoder, transformer over the chunks,
@@ -12,32 +13,32 @@ Random weights: the cost of a step does not depend on what the weights are.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
+from bench.harness import parser, write_json
+from renderer.flash.config import get_config
+from renderer.flash.gbuffer_encoder import GBufferEncoder
+from renderer.flash.transformer import FlashTransformer
+from training.codec import Codec, CodecSettings, codec_loss
+from training.objective import FlashTrainee, ObjectiveSettings
 
-from renderer.flash.config import get_config  # noqa: E402
-from renderer.flash.gbuffer_encoder import GBufferEncoder  # noqa: E402
-from renderer.flash.transformer import FlashTransformer  # noqa: E402
-from training.codec import Codec, CodecSettings, codec_loss  # noqa: E402
-from training.objective import FlashTrainee, ObjectiveSettings  # noqa: E402
+
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}   # cpu: this process's CPU time (a shared machine)
 
 
 class Stopwatch:
+    clock = time.perf_counter
+
     def __init__(self):
         self.parts: dict[str, list[float]] = {}
-        self._t = time.perf_counter()
+        self._t = self.clock()
 
     def lap(self, name: str) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         self.parts.setdefault(name, []).append(1000 * (now - self._t))
         self._t = now
 
@@ -97,7 +98,7 @@ def renderer_step_ms(config, width: int, height: int, batch: int, chunks: int, s
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__, full_help=True)
     p.add_argument("--config", default="nano")
     p.add_argument("--size", default="160x96")
     p.add_argument("--threads", type=int, default=2)
@@ -108,9 +109,11 @@ def main() -> None:
     p.add_argument("--objectives", default="flow", help="comma-separated: flow, meanflow")
     p.add_argument("--warmup", type=int, default=0, help="history warm-up chunks before the trained ones")
     p.add_argument("--stem-stride", type=int, choices=(1, 2), help="override the config's G-buffer stem stride")
-    p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--clock", choices=tuple(CLOCK), default="wall",
+                   help="wall time, or this process's CPU time (steadier on a loaded machine; use --threads 1)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    Stopwatch.clock = staticmethod(CLOCK[a.clock])
     torch.manual_seed(0)
     width, height = (int(v) for v in a.size.split("x"))
     config = get_config(a.config)
@@ -124,8 +127,7 @@ def main() -> None:
                                           a.warmup)
     for name, parts in rows.items():
         print(f"{name}: " + " · ".join(f"{k} {v} ms" for k, v in parts.items()))
-    if a.json:
-        Path(a.json).write_text(json.dumps({"args": vars(a), "rows": rows}, indent=2))
+    write_json(a.json, {"args": vars(a), "rows": rows})
 
 
 if __name__ == "__main__":

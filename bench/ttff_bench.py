@@ -4,28 +4,21 @@ Starts `python app.py` as a subprocess, waits `--settle` seconds after it answer
 as the free-text matcher, load in the background meanwhile), then opens `--sessions` aiortc viewers one at a
 time, each until its first picture, and closes it. Prints each figure, the median and the worst.
 
-    .venv/bin/python bench/ttff_bench.py --size 416x224 --sessions 10 --settle 15
+    python -m bench.ttff_bench --size 416x224 --sessions 10 --settle 15
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from studio.server.background import free_port  # noqa: E402
-from webrtc.client import StudioViewer  # noqa: E402
-from webrtc_bench import start_server  # noqa: E402
+from bench.harness import parser, studio, write_json
+from webrtc.client import StudioViewer
 
 
 async def sessions(url: str, size: str, count: int) -> list[float]:
@@ -44,32 +37,25 @@ async def sessions(url: str, size: str, count: int) -> list[float]:
 async def gone(url: str, timeout: float = 30.0) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         deadline = time.monotonic() + timeout
-        while (await http.get(f"{url}/api/sessions")).json():
+        while (await http.get(f"{url}/api/health")).json()["sessions"]:   # the list is the admin's (issue 26)
             if time.monotonic() > deadline:
                 raise SystemExit("a closed session was not freed within 30 s")
             await asyncio.sleep(0.05)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="416x224")
-    parser.add_argument("--sessions", type=int, default=10)
-    parser.add_argument("--settle", type=float, default=15.0)
-    parser.add_argument("--json", type=Path, help="also write the result here")
-    args = parser.parse_args()
-    port = free_port()
-    server = start_server(port, 1, "reference")
-    try:
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--size", default="416x224")
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--settle", type=float, default=15.0)
+    args = ap.parse_args()
+    with studio(1, "reference") as st:
         time.sleep(args.settle)
-        ms = asyncio.run(sessions(f"http://127.0.0.1:{port}", args.size, args.sessions))
-    finally:
-        server.terminate()
-        server.wait(15)
+        ms = asyncio.run(sessions(st.url, args.size, args.sessions))
     result = {"size": args.size, "sessions": len(ms), "ttff_ms": [round(m) for m in ms],
               "median_ms": round(statistics.median(ms)), "worst_ms": round(max(ms))}
     print(json.dumps(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

@@ -6,7 +6,7 @@ Starts `python app.py` as a subprocess (so its CPU time is its own), opens one o
 each round connects the watchers, waits until each decoded a frame, waits `--warmup` s and measures the
 server's user+system CPU over `--seconds`. Reports medians over the rounds; all in one run, so the rows compare.
 
-    .venv/bin/python bench/watch_bench.py --size 416x224 --watchers 10 --rounds 3
+    python -m bench.watch_bench --size 416x224 --watchers 10 --rounds 3
 
 Definitions:
   server CPU      server process CPU seconds per wall second (1.0 = one core): render + encode + fan-out + RTP
@@ -19,22 +19,15 @@ Definitions:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from studio.server.background import free_port  # noqa: E402
-from webrtc.client import StudioViewer, WhepViewer  # noqa: E402
-from webrtc_bench import cpu_seconds, start_server  # noqa: E402
+from bench.harness import cpu_seconds, parser, studio, write_json
+from webrtc.client import StudioViewer, WhepViewer
 
 
 async def measure(url: str, pid: int, owner: StudioViewer, key: str, watchers: int, warmup: float,
@@ -75,22 +68,16 @@ async def run(url: str, pid: int, args) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="416x224")
-    parser.add_argument("--fps", type=float, default=30.0)
-    parser.add_argument("--watchers", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--json", type=Path, help="also write the result here")
-    args = parser.parse_args()
-    port = free_port()
-    server = start_server(port, 1, "reference", ["--max-watchers", str(args.watchers)])
-    try:
-        rounds = asyncio.run(run(f"http://127.0.0.1:{port}", server.pid, args))
-    finally:
-        server.terminate()
-        server.wait(15)
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--size", default="416x224")
+    ap.add_argument("--fps", type=float, default=30.0)
+    ap.add_argument("--watchers", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    with studio(1, "reference", ["--max-watchers", str(args.watchers)]) as st:
+        rounds = asyncio.run(run(st.url, st.pid, args))
 
     def median(n: int, key: str) -> float:
         return statistics.median(r[key] for r in rounds if r["watchers"] == n)
@@ -105,8 +92,7 @@ def main() -> int:
               "owner_fps_1": round(median(1, "owner_fps"), 2), f"owner_fps_{n}": round(median(n, "owner_fps"), 2),
               f"watcher_fps_{n}": round(median(n, "watcher_fps"), 2)}
     print(json.dumps(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

@@ -12,51 +12,26 @@ Definitions:
   server CPU           server process user+system CPU seconds per wall second, divided by streams (1.0 = a core)
   take                 with --takes off,on each row runs once plain and once recording a take per stream
 
-    .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1,2,4
-    .venv/bin/python bench/webrtc_bench.py --sizes 416x224 --streams 1 --takes off,on,off,on   # a take's cost
-    .venv/bin/python bench/webrtc_bench.py --sizes 416x224,832x448 --streams 1 --cluster local --workers 1
-                                           # render workers on Ray: the front's CPU and the latency it adds
+    python -m bench.webrtc_bench --sizes 416x224,832x448 --streams 1,2,4
+    python -m bench.webrtc_bench --sizes 416x224 --streams 1 --takes off,on,off,on   # a take's cost
+    python -m bench.webrtc_bench --sizes 416x224,832x448 --streams 1 --cluster local --workers 1
+                                 # render workers on Ray: the front's CPU and the latency it adds
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from studio.server.background import free_port  # noqa: E402
-from webrtc.client import StudioViewer  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def start_server(port: int, max_sessions: int, renderer: str, extra: list[str] = ()) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--max-sessions",
-                               str(max_sessions), "--renderer", renderer, *extra], cwd=ROOT)
-    deadline = time.monotonic() + 180   # importing Gradio and torch on a busy machine
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
-            return server
-        except httpx.TransportError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the studio did not start")
-            time.sleep(0.2)
+# start_server and cpu_seconds stay importable from here for scripts written against the old layout
+from bench.harness import cpu_seconds, parser, print_table, start_server, studio, write_json  # noqa: F401
+from webrtc.client import StudioViewer
 
 
 def latencies_ms(viewer: StudioViewer, since: float) -> list[float]:
@@ -94,57 +69,48 @@ async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmu
             "server_cpu_per_stream": round((cpu1 - cpu0) / (t1 - t0) / streams, 3)}
 
 
+ROW_COLUMNS = (("size", "size"), ("streams", "streams"), ("take", lambda r: "on" if r["take"] else "off"),
+               ("codec", "codec"), ("TTFF ms", "ttff_ms"), ("FPS/stream", "fps_per_stream"), ("min", "fps_min"),
+               ("g2g p50", "latency_p50_ms"), ("g2g p95", "latency_p95_ms"), ("CPU/stream", "server_cpu_per_stream"))
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="416x224,832x448")
-    parser.add_argument("--streams", default="1,2,4")
-    parser.add_argument("--fps", type=float, default=30.0)
-    parser.add_argument("--renderer", default="reference")
-    parser.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE",
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--sizes", default="416x224,832x448")
+    ap.add_argument("--streams", default="1,2,4")
+    ap.add_argument("--fps", type=float, default=30.0)
+    ap.add_argument("--renderer", default="reference")
+    ap.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE",
                         help="passed to the server, e.g. backend=torch for the reference renderer's torch path")
-    parser.add_argument("--weights", help="weights directory for --renderer flash (e.g. a trained nano)")
-    parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
-    parser.add_argument("--cluster", metavar="ADDRESS",
+    ap.add_argument("--weights", help="weights directory for --renderer flash (e.g. a trained nano)")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--takes", default="off", help="off, on, or a list (off,on,off,on) run for every row")
+    ap.add_argument("--cluster", metavar="ADDRESS",
                         help="serve with --cluster ADDRESS (render workers on Ray): server CPU is then the front's")
-    parser.add_argument("--workers", type=int, default=2, help="with --cluster")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
+    ap.add_argument("--workers", type=int, default=2, help="with --cluster")
+    args = ap.parse_args()
     counts = [int(n) for n in args.streams.split(",")]
     takes = [t.strip() == "on" for t in args.takes.split(",")]
-    port = free_port()
     takes_dir = tempfile.TemporaryDirectory(prefix="alaya-bench-takes-")
     cluster = ["--cluster", args.cluster, "--workers", str(args.workers),
                "--worker-sessions", str(max(counts))] if args.cluster else []
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
     options += ["--weights", args.weights] if args.weights else []
-    server = start_server(port, max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster, *options])
     results = []
-    try:
+    with takes_dir, studio(max(counts), args.renderer, ["--takes-dir", takes_dir.name, *cluster, *options]) as st:
         for size in args.sizes.split(","):
             for n in counts:
                 for take in takes:
-                    results.append(asyncio.run(measure(f"http://127.0.0.1:{port}", server.pid, size, n, args.fps,
-                                                       args.warmup, args.seconds, take)))
+                    results.append(asyncio.run(measure(st.url, st.pid, size, n, args.fps, args.warmup, args.seconds,
+                                                       take)))
                     print(json.dumps(results[-1]), file=sys.stderr)
                     time.sleep(1.5)  # let the sessions close
-    finally:
-        server.terminate()
-        server.wait(15)
-        takes_dir.cleanup()
-    header = f"{'size':>9} {'streams':>7} {'take':>5} {'codec':>10} {'TTFF ms':>8} {'FPS/stream':>10} {'min':>6} " \
-             f"{'g2g p50':>8} {'g2g p95':>8} {'CPU/stream':>10}"
-    print(f"renderer {args.renderer}, target {args.fps:g} fps, {os.cpu_count()} CPUs\n{header}")
-    for r in results:
-        print(f"{r['size']:>9} {r['streams']:>7} {'on' if r['take'] else 'off':>5} {str(r['codec']):>10} "
-              f"{r['ttff_ms']:>8} {r['fps_per_stream']:>10} {r['fps_min']:>6} {str(r['latency_p50_ms']):>8} "
-              f"{str(r['latency_p95_ms']):>8} "
-              f"{r['server_cpu_per_stream']:>10}")
+    print(f"renderer {args.renderer}, target {args.fps:g} fps, {os.cpu_count()} CPUs")
+    print_table(results, ROW_COLUMNS)
     document = {"renderer": args.renderer, "target_fps": args.fps, "cpus": os.cpu_count(), "results": results}
     print(json.dumps(document))
-    if args.json:
-        args.json.write_text(json.dumps(document, indent=2))
+    write_json(args.json, document)
     return 0
 
 

@@ -1,6 +1,6 @@
 """x264 presets for live sessions: encode time per frame and picture quality at the session's own settings.
 
-    python bench/x264_presets_bench.py [--sizes 416x224 832x448] [--frames 90] [--presets veryfast,superfast,ultrafast]
+    python -m bench.x264_presets_bench [--sizes 416x224 832x448] [--frames 90] [--presets veryfast,superfast,ultrafast]
 
 Renders real engine frames with the reference renderer (the report styles, 30 frames each), then encodes them
 with libx264 opened as a live session opens it (`webrtc.encoders.open_h264`, at the bitrate
@@ -19,7 +19,7 @@ import av
 import numpy as np
 
 from prompt_presets import REPORT_STYLES, conditioning_for
-from reference_bench import load_frames
+from bench.reference_bench import load_frames
 from renderer.reference import ReferenceRenderer
 from webrtc.encoders import EncoderSettings, open_h264
 

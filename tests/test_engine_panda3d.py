@@ -122,6 +122,8 @@ def test_panda3d_streams_paired_frames_that_a_session_renders_and_drives(studio)
                               text=True)
     try:
         wait_until(lambda: "panda3d" in studio.app.state.feeds.names(), 60, "the panda3d engine to connect")
+        arrived = studio.app.state.feeds.get("panda3d").wait_frame(0, timeout=60)
+        assert arrived is not None and arrived.rgb is not None and arrived.rgb.shape == (96, 160, 3)  # paired
 
         async def scenario():
             async with StudioViewer(studio.url, source="feed:panda3d", size="160x96", stamp=True) as viewer:
@@ -131,7 +133,11 @@ def test_panda3d_streams_paired_frames_that_a_session_renders_and_drives(studio)
                 for key, down in [("up", True), ("left", True), ("left", False), ("up", False)]:
                     await viewer.send({"type": "key", "key": key, "down": down})
                 await viewer.wait_message("ended", timeout=60)
-        asyncio.run(scenario())
+        try:
+            asyncio.run(scenario())
+        except (TimeoutError, AssertionError) as exc:      # say what the engine saw too
+            engine.kill()
+            raise AssertionError(f"{exc}; the engine said: {engine.communicate()[1]}") from exc
         _, err = engine.communicate(timeout=60)
     finally:
         engine.kill()

@@ -123,6 +123,9 @@ def test_the_baseline_is_never_fitted_on_a_test_recording(random_weights, worlds
     assert cli("eval", random_weights, held, "--baselines") == 2
     err = capsys.readouterr().err.strip()
     assert "do not name their training recordings" in err and "--fit" in err and "\n" not in err, err
+    assert cli("eval", random_weights, held, "--styles", "polar,nonsense") == 2
+    err = capsys.readouterr().err.strip()
+    assert "--styles: unknown preset 'nonsense'" in err and "\n" not in err, err
     # and a recording the model was trained on is no test recording at all
     trained = tmp_path / "trained"
     shutil.copytree(random_weights, trained)

@@ -19,6 +19,7 @@ from websockets.sync.client import connect
 from gbuffer.feed import FeedError, FeedLimits, Hello, decode_frame, encode_frame, parse_hello
 from gbuffer.feed.client import FeedClient, stream_source
 from gbuffer.feed.protocol import FRAME_HEADER, FRAME_MAGIC
+from gbuffer.feed.source import Feed
 from gbuffer.formats import write_npy_windows
 from gbuffer.frame import GBufferFrame
 from renderer.reference.synthetic import synthetic_gbuffer
@@ -208,7 +209,7 @@ def test_malformed_feeds_are_closed_without_disturbing_a_running_session(studio)
             reasons = await asyncio.to_thread(attack)
             assert reasons[0][0] == 4400 and "hello" in reasons[0][1]
             assert reasons[1][0] == 1003 and "bad frame header" in reasons[1][1]
-            assert reasons[2][0] == 4429 and "frames in one second" in reasons[2][1]
+            assert reasons[2][0] == 4429 and "frames a second beyond a burst" in reasons[2][1]
             await viewer.wait_frames(n + 15)  # the session streamed on
             assert not studio.app.state.feeds.names()
     asyncio.run(scenario())
@@ -228,3 +229,17 @@ def test_feed_client_library_with_a_recorded_source(studio, tmp_path):
     assert sent == 10
     assert feeds == [{"name": "replay", "source": "feed:replay", "width": 64, "height": 32, "fps": 60.0,
                       "frames": 10, "subscribers": 0}]
+
+
+def test_the_rate_cap_takes_a_backlog_after_a_pause_but_closes_a_flood():
+    """A server that stopped reading for a second (a session starting on a busy machine) then reads the queued
+    frames at once: that is not a flood. Sixty frames at once at 30 fps are; the cap names the rate it holds."""
+    feed = Feed(Hello("engine", 32, 16, 30.0), send=lambda message: None)
+    frame = GBufferFrame(0, 0.0, np.zeros((5, 16, 32, 3), np.uint8))
+    for _ in range(45):                     # 1.5 s of frames queued behind a pause
+        feed.push(frame)
+    assert feed.frames == 45
+    with pytest.raises(FeedError, match="45 frames a second beyond a burst of 92"):
+        for _ in range(60):
+            feed.push(frame)
+    assert feed.frames == 92                # the burst, and not one frame more

@@ -1,6 +1,7 @@
 """Fuzzed wire input: data-channel messages (parser and a running session), engine-feed hellos and frames,
-WebRTC offers posted to a running studio, and WHEP offers and watcher messages on a watched session. Each gives a clear error (ProtocolError / FeedError / HTTP 4xx JSON)
-or a valid result; a live session survives every message."""
+WebRTC offers posted to a running studio, WHEP offers and watcher messages on a watched session, and credentials
+on its owner routes. Each gives a clear error (ProtocolError / FeedError / HTTP 4xx JSON) or a valid result; a
+live session survives every message."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import threading
 import time
 import zlib
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -325,6 +327,31 @@ def test_a_watcher_is_refused_or_answered_for_any_message(watched, watcher, mess
                                         20, "an answer"))[0]
     assert reply["type"] == "stats" or ("\n" not in reply["message"] and (
         reply["request"] is None or "watchers cannot control" in reply["message"])), reply
+
+
+@fuzz_settings(120, deadline_ms=20_000)
+@given(data=st.data())
+def test_session_routes_refuse_any_credential_but_the_owners(watched, data):
+    """Issue 26: every owner route, any key that is not the owner's (near misses, the watch key, garbage), any
+    id: refused with one line (401, or 404/405/422 where nothing routes), never let through, never a 5xx."""
+    studio, session, _ = watched
+    owner = session.owner_key
+    key = data.draw(st.sampled_from([session.audience.key, owner[:-1], owner + "x", owner.upper(), owner[1:],
+                                     f"Basic {owner}", "", "Bearer", f"Bearer {owner} {owner}"])
+                    | st.text(max_size=40).map(lambda t: f"Bearer {t}") | st.text(max_size=40))
+    authorization = key if key.startswith(("Basic", "Bearer")) or not key else f"Bearer {key}"
+    authorization = "".join(c for c in authorization if c.isprintable()).strip()   # what HTTP can carry
+    session_id = data.draw(st.sampled_from([session.id, session.id.upper(), "nope", ".."]) | st.text(
+        alphabet=st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=16))
+    method, suffix = data.draw(st.sampled_from([("GET", ""), ("GET", "/schedule"), ("POST", "/take"),
+                                                ("DELETE", ""), ("PUT", "/take")]))
+    body = data.draw(st.sampled_from([{"action": "start"}, {"action": "stop"}, {}, None]))
+    res = httpx.request(method, f"{studio.url}/api/sessions/{quote(session_id, safe='')}{suffix}", json=body,
+                        headers={"Authorization": authorization.encode("utf-8", "surrogateescape")}, timeout=30)
+    assert res.status_code in (401, 404, 405, 422), (method, suffix, authorization, res.status_code, res.text)
+    error = res.json()["error"]
+    assert error and "\n" not in error and owner not in res.text
+    assert session.state == "playing" and session.takes.recorder is None
 
 
 def test_the_watched_session_is_untouched_after_the_garbage(watched, watcher):

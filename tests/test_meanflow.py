@@ -20,6 +20,7 @@ from studio.cli import main as cli
 from training.gan import GanTerm
 from training.objective import FlashTrainee, ObjectiveSettings, mean_flow_loss, total_derivative
 from training.trainer import Modules, TrainSettings, prepare_objective
+from tests.test_training import SIZE, codec, held_out_outputs, recordings  # noqa: F401 (fixtures)
 
 MEAN_FLOW = dataclasses.replace(TINY, interval_embedding=True)
 
@@ -227,14 +228,14 @@ def long_tier_seen(trainee: FlashTrainee, warmup: int) -> list[bool]:
 
 @pytest.mark.parametrize("objective", ["flow", "meanflow"])
 def test_the_long_history_tier_is_reached_in_a_training_step_with_warm_up_chunks(objective):
-    from training.objective import warmup_chunks_to_fill
+    from training.objective import warmup_chunks_to_reach_long
 
     trainee = tiny_trainee(objective)
     assert not any(long_tier_seen(trainee, 0))        # two 2-latent chunks never reach (4, 2, 1)'s long tier
-    warmup = warmup_chunks_to_fill(trainee.config)
-    assert warmup == 2
-    seen = long_tier_seen(trainee, warmup)
-    assert seen[0] and all(seen)                      # every trained chunk sees it
+    assert warmup_chunks_to_reach_long(trainee.config, chunks=2) == 1
+    seen = long_tier_seen(trainee, 1)
+    assert not seen[0] and seen[-1]                   # the last trained chunk sees it (4 latents pushed before)
+    assert all(long_tier_seen(trainee, 2))            # with two, every trained chunk does
 
 
 def test_history_chunks_default_to_what_the_recordings_allow(tmp_path):
@@ -242,12 +243,13 @@ def test_history_chunks_default_to_what_the_recordings_allow(tmp_path):
     from helpers.torch_threads import random_frames
     from training.trainer import auto_history_chunks
 
-    write_npy_windows(random_frames(24), tmp_path / "short")
+    write_npy_windows(random_frames(16), tmp_path / "short")
     write_npy_windows(random_frames(48), tmp_path / "long")
     short, long = str(tmp_path / "short"), str(tmp_path / "long")
-    assert auto_history_chunks([long], TINY, chunks=2) == 2          # enough to fill: 48 frames = 6 chunks
-    assert auto_history_chunks([long, short], TINY, chunks=2) == 1   # 24 frames: 3 chunks, 2 of them trained
-    assert auto_history_chunks([short], TINY, chunks=3) == 0
+    assert auto_history_chunks([long], TINY, chunks=2) == 1
+    assert auto_history_chunks([long], TINY, chunks=3) == 0          # three chunks reach the long tier alone
+    assert auto_history_chunks([long], TINY, chunks=1) == 2
+    assert auto_history_chunks([long, short], TINY, chunks=1) == 1   # 16 frames: 2 chunks, 1 of them trained
 
 
 @pytest.mark.parametrize("flag, value, message", [("--history-chunks", "-1", "--history-chunks: must be >= 0"),
@@ -259,3 +261,29 @@ def test_bad_objective_settings_are_one_line_errors(tmp_path, capsys, flag, valu
     with pytest.raises(SystemExit) as exc:
         cli(["train", str(tmp_path), "--objective", "distill", "-o", str(tmp_path / "out")])
     assert exc.value.code == 2
+
+
+# ---- the CLI, end to end --------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_train_meanflow_with_gan_resumes_and_writes_a_mean_flow_directory(recordings, codec, tmp_path):
+    """`train --objective meanflow --gan-weight`: checkpoints carry the discriminator, a resume continues, and the
+    exported directory loads as the mean-flow variant and renders."""
+    import json
+
+    from renderer import create_renderer
+
+    out = tmp_path / "mf"
+    common = ["train", str(recordings["a"]), "--config", "tiny", "--codec", str(codec), "--size", SIZE,
+              "--chunks", "2", "--objective", "meanflow", "--gan-weight", "0.05", "--checkpoint-every", "2",
+              "--log-every", "1", "-o", str(out), "--no-progress"]
+    assert cli(common + ["--steps", "2"]) == 0
+    assert "gan" in torch.load(sorted((out / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    assert cli(common + ["--steps", "3", "--resume"]) == 0
+    assert json.loads((out / "transformer/config.json").read_text())["flash"]["interval_embedding"] is True
+    renderer = create_renderer("flash", weights=str(out), device="cpu")
+    assert renderer.pipeline.sampler.mean_flow
+    outputs, _, _ = held_out_outputs(out, recordings["held"])
+    assert len(outputs) and outputs[0].shape[-1] == 3
+    # a flow run refuses to resume the mean-flow checkpoints
+    flow = [("flow" if c == "meanflow" else c) for c in common]
+    assert cli(flow + ["--steps", "4", "--resume"]) == 2

@@ -43,7 +43,8 @@ def osc_counts(studio) -> tuple[float, float]:
 
 
 def schedule_of(studio, session_id: str) -> dict:
-    return httpx.get(f"{studio.url}/api/sessions/{session_id}/schedule", timeout=60).json()
+    owner = {"Authorization": f"Bearer {studio.sessions[session_id].owner_key}"}
+    return httpx.get(f"{studio.url}/api/sessions/{session_id}/schedule", headers=owner, timeout=60).json()
 
 
 def presets_in(schedule: dict) -> list[str]:
@@ -149,3 +150,14 @@ def test_a_thousand_malformed_packets_are_counted_and_the_session_streams_on(stu
     reasons = samples(studio.app.state.metrics.exposition().decode())
     for reason in ("not OSC", "unknown address", "bad arguments", "refused", "no session"):
         assert reasons.get(f'alaya_osc_rejected_total{{reason="{reason}"}}', 0) > 0, reason
+
+
+def test_osc_beyond_loopback_starts_only_when_the_operator_confirms():
+    """OSC carries no credentials (issue 26): on a network address anyone there would steer every session."""
+    from alaya_errors import UserError
+    from studio.server.osc import refuse_remote
+
+    with pytest.raises(UserError, match="--osc-allow-remote"):
+        refuse_remote(Settings(osc_host="0.0.0.0", osc_port=9000))
+    refuse_remote(Settings(osc_host="0.0.0.0", osc_port=9000, osc_allow_remote=True))
+    refuse_remote(Settings(osc_host="::1", osc_port=9000))

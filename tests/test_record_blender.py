@@ -37,10 +37,21 @@ kind = sys.argv[-1]
 
 def material(name, base, roughness, metallic):
     m = bpy.data.materials.new(name)
-    bsdf = m.node_tree.nodes["Principled BSDF"]
-    bsdf.inputs["Base Color"].default_value = (*base, 1.0)
-    bsdf.inputs["Roughness"].default_value = roughness
-    bsdf.inputs["Metallic"].default_value = metallic
+    tree = m.node_tree
+    bsdf = tree.nodes["Principled BSDF"]
+    if kind != "linked":
+        bsdf.inputs["Base Color"].default_value = (*base, 1.0)
+        bsdf.inputs["Roughness"].default_value = roughness
+        bsdf.inputs["Metallic"].default_value = metallic
+        return m
+    # the same values fed through nodes, as a texture would feed them
+    colour = tree.nodes.new("ShaderNodeRGB")
+    colour.outputs[0].default_value = (*base, 1.0)
+    tree.links.new(colour.outputs[0], bsdf.inputs["Base Color"])
+    for socket, value in (("Roughness", roughness), ("Metallic", metallic)):
+        node = tree.nodes.new("ShaderNodeValue")
+        node.outputs[0].default_value = value
+        tree.links.new(node.outputs[0], bsdf.inputs[socket])
     return m
 
 # camera at the origin looking along +y (turned 90 degrees about x): the wall ahead faces it, the floor below
@@ -78,10 +89,11 @@ def record(*args: str):
                           timeout=600)
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory):
+@pytest.fixture(scope="module", params=["good", "linked"])
+def recording(request, tmp_path_factory):
+    """Materials with their values set on the Principled BSDF, or fed into it through nodes."""
     tmp = tmp_path_factory.mktemp("blender")
-    blend = build_blend(tmp / "known.blend")
+    blend = build_blend(tmp / "known.blend", request.param)
     out = tmp / "known.gbuf.zip"
     run = record("--blender", str(blend), "--frames", "1:2", "--samples", "4", "-o", str(out))
     assert run.returncode == 0, run.stderr[-2000:]

@@ -21,6 +21,7 @@ from studio.server import Settings
 from studio.server.background import BackgroundServer
 
 TOKEN = "correct-horse-battery"
+ADMIN = "staple-admin-token-of-the-studio"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def studio(tmp_path_factory):
     write_npy_windows(frames, root / "secret")
     os.symlink(root / "secret", data / "escape")  # a link inside the data dir that points out of it
     (root / "show.txt").write_text('"0": "cyberpunk", "10": "volcano"')
-    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data, token=TOKEN,
+    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data, token=TOKEN, admin_token=ADMIN,
                                    connect_timeout_s=1)) as server:
         server.root = root
         yield server
@@ -79,9 +80,14 @@ def test_built_in_schedule_names_cannot_traverse(studio):
 
 
 def test_session_ids_in_urls_are_only_looked_up(studio):
+    """Without a key: refused (401 before any lookup, or 404 where no route matches); the admin, who may look,
+    finds no such session."""
     for path in ("/api/sessions/..%2F..%2Fetc%2Fpasswd", "/api/sessions/%00", "/api/sessions/../health/x"):
         res = httpx.get(f"{studio.url}{path}", timeout=60)
+        assert res.status_code in (401, 404) and "root:" not in res.text
+        res = httpx.get(f"{studio.url}{path}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
         assert res.status_code == 404 and "root:" not in res.text
+    assert httpx.get(f"{studio.url}/api/sessions/%00", timeout=60).status_code == 401
 
 
 # ---- engine feed tokens -----------------------------------------------------------------------------------
@@ -142,7 +148,7 @@ def watched(tmp_path_factory):
     loop = LoopThread()
     # watchers here are answered but never connect: they must stay until the test DELETEs them
     with BackgroundServer(Settings(port=0, max_sessions=2, max_watchers=1, data_dir=data, token=TOKEN,
-                                   connect_timeout_s=120)) as server:
+                                   admin_token=ADMIN, connect_timeout_s=120)) as server:
         owner = loop.run(start_owner(server.url, source="seq", size="64x32"))
         yield server, server.sessions[owner.session_id], loop
         loop.run(owner.close())
@@ -190,8 +196,10 @@ def test_watch_links_without_the_right_key_are_401(watched):
 def test_unknown_sessions_and_bad_bodies_are_4xx_before_any_peer_is_made(watched):
     studio, session, loop = watched
     bearer = f"Bearer {session.audience.key}"
-    assert whep_post(studio, "nope", bearer).status_code == 404
-    assert whep_post(studio, "..%2F..%2Fapi%2Fhealth", bearer).status_code == 404
+    # another session's key opens no other id (the same 401 whether it exists or not); the admin sees 404
+    assert whep_post(studio, "nope", bearer).status_code == 401
+    assert whep_post(studio, "nope", f"Bearer {ADMIN}").status_code == 404
+    assert whep_post(studio, "..%2F..%2Fapi%2Fhealth", f"Bearer {ADMIN}").status_code == 404
     wrong_type = httpx.post(f"{studio.url}/whep/{session.id}", json={"sdp": "x"}, headers={"Authorization": bearer})
     assert wrong_type.status_code == 415
     assert whep_post(studio, session.id, bearer, "x" * 200_000).status_code == 413

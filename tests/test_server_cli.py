@@ -28,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
     (["serve", "--workers", "0"], "--workers: 0 must be at least 1"),
     (["serve", "--batch-sessions", "5", "--max-batch", "0"], "--max-batch: 0 must be at least 1"),
     (["serve", "--take-min-free-mb", "-1"], "--take-min-free-mb: -1 must be 0 or more megabytes"),
+    (["serve", "--disk-quota-mb", "nan"], "--disk-quota-mb: nan must be 0 or more megabytes"),
+    (["serve", "--max-uploads", "-1"], "--max-uploads: -1 must be 0 or more"),
+    (["serve", "--admin-token", "short"], "--admin-token: use at least 16 characters"),
+    # OSC carries no credentials: beyond loopback only when the operator confirms
+    (["serve", "--osc-port", "9000", "--osc-host", "0.0.0.0"], "--osc-host: OSC on 0.0.0.0 would let anyone"),
     (["serve", "--renderer-option", "backend=cuda"], "--renderer-option: backend=cuda is not one of auto, gl, torch"),
     (["engine", "--connect", "http://x"], "--connect: 'http://x' is not a ws:// or wss:// URL"),
     (["engine", "--connect", "ws://127.0.0.1:9/api/engine/feed", "--size", "9"], "--size"),
@@ -50,7 +55,19 @@ def test_exposing_the_studio_warns_and_requires_a_token():
     settings = settings_from_args(args)
     warning = expose_warning(settings)
     assert "reachable from other machines" in warning and settings.token and settings.token in warning
+    assert settings.admin_token and settings.admin_token in warning and settings.admin_token != settings.token
     assert expose_warning(settings_from_args(build_parser().parse_args(["serve"]))) is None
+
+
+def test_the_admin_token_and_remote_osc_are_the_operators_choice():
+    args = ["serve", "--host", "0.0.0.0", "--admin-token", "a-token-of-my-own-choosing"]
+    settings = settings_from_args(build_parser().parse_args(args))
+    expose_warning(settings)
+    assert settings.admin_token == "a-token-of-my-own-choosing"
+    loopback = settings_from_args(build_parser().parse_args(["serve"]))
+    assert loopback.admin_token is None and expose_warning(loopback) is None   # make studio: nothing to type
+    remote = ["serve", "--osc-port", "9000", "--osc-host", "0.0.0.0", "--osc-allow-remote"]
+    assert settings_from_args(build_parser().parse_args(remote)).osc_allow_remote
 
 
 def test_python_app_py_serves_the_studio():

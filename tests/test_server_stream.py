@@ -90,7 +90,8 @@ def test_prompt_switch_changes_the_picture_at_the_reported_frame(studio):
 
             # the switch is in the session's schedule: it can be saved and replayed
             async with httpx.AsyncClient(timeout=60) as http:
-                schedule = (await http.get(f"{studio.url}/api/sessions/{viewer.session_id}/schedule")).json()
+                schedule = (await http.get(f"{studio.url}/api/sessions/{viewer.session_id}/schedule",
+                                           headers=viewer.auth)).json()
             assert schedule["segments"][-1]["start"] == switch
             assert schedule["segments"][-1]["prompts"][0]["preset"] == "volcano"
     run(scenario())
@@ -198,7 +199,7 @@ def test_bad_offers_get_one_line_json_errors(studio):
                 assert match in error and "\n" not in error, (body, error)
             health = (await http.get("/api/health")).json()
             assert health["status"] == "ok" and health["sessions"] == 0
-            assert (await http.get("/api/sessions/nope")).status_code == 404
+            assert (await http.get("/api/sessions/nope")).status_code == 401   # no key: ids are not probed
             metrics = samples((await http.get("/metrics")).text)
             assert metrics["alaya_sessions_active"] == 0 and "alaya_sessions_refused_total" in metrics
             assert "/api/webrtc/offer" in (await http.get("/openapi.json")).json()["paths"]

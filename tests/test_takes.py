@@ -45,9 +45,9 @@ def take(studio):
     return record_take(studio)
 
 
-def record_take(studio) -> tuple[dict, dict]:
+def record_take(studio) -> tuple[dict, dict, str]:
     """Drive a take: start over the data channel, a live switch to volcano, stop over REST. → (stopped message,
-    the switch's ack)."""
+    the switch's ack, the visitor's owner key: the take is that visitor's)."""
     async def scenario():
         async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
             await viewer.wait_frames(3)
@@ -62,18 +62,19 @@ def record_take(studio) -> tuple[dict, dict]:
                                                 and m["frame"] >= switched["frame"] + 6
                                                 for m in viewer.messages[mark:]), 60, "6 volcano frames")
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"},
+                                      headers=viewer.auth)
                 assert res.status_code == 200 and res.json()["recording"] is False, res.text
             stopped = await viewer.wait_message("take", state="stopped", timeout=60)
         assert await wait_no_sessions(studio)
-        return stopped, switched
+        return stopped, switched, viewer.owner_key
     return asyncio.run(scenario())
 
 
 def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio, take, tmp_path):
-    stopped, switched = take
+    stopped, switched, _ = take
     take = studio.settings.takes_path / stopped["take_id"]
-    assert str(take) == stopped["path"] and stopped["reason"] is None
+    assert stopped["path"] == f"takes/{stopped['take_id']}" and stopped["reason"] is None   # no server path
     meta = json.loads((take / "take.json").read_text())
     n = meta["frames"]
     assert n == stopped["frames"] >= 12 and (meta["width"], meta["height"], meta["renderer"]) == (64, 32, "reference")
@@ -101,9 +102,11 @@ def test_a_take_records_input_schedule_and_output_and_re_renders_the_same(studio
 
 
 def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
-    stopped, _ = take
+    stopped, _, owner_key = take
     source = f"take:{stopped['take_id']}"
     with httpx.Client(base_url=studio.url, timeout=60) as http:
+        assert source not in [c["id"] for c in http.get("/api/ui/sources").json()]   # another visitor's take
+    with httpx.Client(base_url=studio.url, timeout=60, headers={"Authorization": f"Bearer {owner_key}"}) as http:
         listed = [c for c in http.get("/api/ui/sources").json() if c["id"] == source]
         assert len(listed) == 1 and listed[0]["kind"] == "take", listed
         assert f"{stopped['frames']} frames of demo, 64x32" in listed[0]["title"]
@@ -118,12 +121,13 @@ def test_a_take_is_a_source_that_replays_live_with_its_schedule(studio, take):
 
     async def scenario():
         # no prompt and no schedule: the take plays with its own schedule, frame for frame
-        async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False) as viewer:
+        async with StudioViewer(studio.url, source=source, size="64x32", keep_pixels=False, loop=False,
+                                key=owner_key) as viewer:                      # the take's own visitor
             await viewer.wait_frames(stopped["frames"] // 2)
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.get(f"/api/sessions/{viewer.session_id}/schedule")
+                res = await http.get(f"/api/sessions/{viewer.session_id}/schedule", headers=viewer.auth)
                 assert res.json() == played
-                info = (await http.get(f"/api/sessions/{viewer.session_id}")).json()
+                info = (await http.get(f"/api/sessions/{viewer.session_id}", headers=viewer.auth)).json()
                 assert (info["source"], info["fps"]) == (source, 30.0)
             await viewer.wait_message("ended", timeout=120)       # the take's input ends: the session says so
             shown = {m["frame"]: m["label"] for m in viewer.messages if m.get("type") == "status"}
@@ -150,7 +154,8 @@ def test_take_mistakes_are_one_line_errors_and_the_stream_goes_on(studio, tmp_pa
             error = await viewer.wait_message("error", after=mark)
             assert "cannot create the take folder" in error["message"] and "\n" not in error["message"]
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"})
+                res = await http.post(f"/api/sessions/{viewer.session_id}/take", json={"action": "stop"},
+                                      headers=viewer.auth)
                 assert res.status_code == 400 and res.json()["error"] == "take: no take is recording"
             n = len(viewer.frames)
             await viewer.wait_frames(n + 8)
@@ -203,7 +208,7 @@ def test_a_take_of_an_external_engine_keeps_its_paired_rgb(studio):
     finally:
         stop.set()
         feeder.join(30)
-    take = open_take(stopped["path"])
+    take = open_take(studio.settings.takes_path / stopped["take_id"])
     assert take.meta["source"] == "feed:paired" and stopped["reason"] is None
     recording = open_sequence([str(take.input)])
     assert recording.paired and len(recording) == take.meta["frames"] >= 8

@@ -101,7 +101,7 @@ def assert_valid_take(folder: Path, stopped: dict) -> dict:
 def test_a_disk_that_fills_mid_take_keeps_what_was_written(small_disk):
     stopped, refused = take_on(small_disk, 0, filler=True)
     assert stopped["reason"] == "recording stopped: the disk is full", stopped
-    assert_valid_take(Path(stopped["path"]), stopped)
+    assert_valid_take(small_disk / stopped["take_id"], stopped)
     assert refused["message"] == "cannot start a take: No space left on device", refused
 
 
@@ -109,8 +109,8 @@ def test_a_take_stops_cleanly_before_its_disk_is_full(small_disk):
     margin = DISK_BYTES - 2 * 2**20        # stop with 4 MiB left: after about 1 MiB of take beside its reserve
     stopped, refused = take_on(small_disk, margin, filler=False)
     assert stopped["reason"].startswith("recording stopped: the disk is almost full ("), stopped
-    meta = assert_valid_take(Path(stopped["path"]), stopped)
-    assert len(read_mp4_frames(Path(stopped["path"]) / "output.mp4")) == meta["frames"]   # closed, not cut
+    meta = assert_valid_take(small_disk / stopped["take_id"], stopped)
+    assert len(read_mp4_frames(small_disk / stopped["take_id"] / "output.mp4")) == meta["frames"]   # closed, not cut
     assert shutil.disk_usage(small_disk).free >= margin - 2**20
     assert refused["message"].startswith("cannot start a take: the disk is almost full ("), refused
     # the refused take left no folder behind

@@ -48,8 +48,9 @@ def watchers_of(studio, session_id: str) -> list[asyncio.Task]:
     return [t for t in loop_tasks(studio) if about(t)]
 
 
-async def offer_without_connecting(studio) -> str:
-    """An offer whose peer goes away right after the answer: the session exists but never connects."""
+async def offer_without_connecting(studio) -> tuple[str, dict]:
+    """An offer whose peer goes away right after the answer: the session exists but never connects;
+    → (its id, the owner's headers)."""
     pc = RTCPeerConnection()
     pc.addTransceiver("video", direction="recvonly")
     pc.createDataChannel("control")
@@ -58,7 +59,7 @@ async def offer_without_connecting(studio) -> str:
         answer = (await http.post("/api/webrtc/offer", json={"sdp": pc.localDescription.sdp, **OPTIONS})).json()
     await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
     await pc.close()
-    return answer["session_id"]
+    return answer["session_id"], {"Authorization": f"Bearer {answer['owner_key']}"}
 
 
 def test_sessions_closed_mid_offer_and_mid_stream_leave_no_task_and_no_warning(studio, caplog):
@@ -71,15 +72,15 @@ def test_sessions_closed_mid_offer_and_mid_stream_leave_no_task_and_no_warning(s
         async with StudioViewer(studio.url, **OPTIONS, keep_pixels=False) as viewer:
             await viewer.wait_frames(4)
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                assert (await http.delete(f"/api/sessions/{viewer.session_id}")).status_code == 204
+                assert (await http.delete(f"/api/sessions/{viewer.session_id}", headers=viewer.auth)).status_code == 204
             # ending a session finishes its watchdog too, before the answer (not a second later, on its own)
             assert watchers_of(studio, viewer.session_id) == []
         assert await wait_no_sessions(studio, 20)
         # mid-offer: answered but never connected (ended by the connect timeout), and ended over the API
         await offer_without_connecting(studio)
-        session_id = await offer_without_connecting(studio)
+        session_id, owner = await offer_without_connecting(studio)
         async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-            assert (await http.delete(f"/api/sessions/{session_id}")).status_code == 204
+            assert (await http.delete(f"/api/sessions/{session_id}", headers=owner)).status_code == 204
         assert watchers_of(studio, session_id) == []
         assert await wait_no_sessions(studio, 20)
 

@@ -30,12 +30,16 @@ def data_dir(tmp_path_factory):
     return d
 
 
+ADMIN = "admin-token-for-the-ui-route-tests"
+
+
 @pytest.fixture(scope="module")
 def client(data_dir, tmp_path_factory):
-    app = create_app(Settings(data_dir=data_dir, width=64, height=48), player_at_root=False)
+    """As the admin: uploads and render jobs need a key (tests/test_access.py tries them as visitors)."""
+    app = create_app(Settings(data_dir=data_dir, width=64, height=48, admin_token=ADMIN), player_at_root=False)
     mount_ui(app, cache_dir=tmp_path_factory.mktemp("cache"), upload_limit=200_000,
              prewarm_thumbnails=False)
-    with TestClient(app) as c:
+    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         yield c
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, SIZE, browser, open_studio, page, server,  # noqa: F401
-                             message, play_upload, record_statuses, server_schedule, sessions_end_with_the_block, settled, status,
-                             wait_until)
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, OWNER, SIZE, browser, frames_decoded, message,  # noqa: F401
+                             open_studio, page, play_upload, record_statuses, server, server_schedule,
+                             sessions_end_with_the_block, settled, status, wait_until)
 from studio.schedule import Schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
@@ -108,7 +108,7 @@ def test_render_button_is_disabled_while_rendering_then_offers_a_download_button
     link = page.locator("#tl-render-link")
     wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90, "the render never finished")
     assert spy_requests == ["POST"]                                # the second click did nothing
-    assert "alaya-button" in link.get_attribute("class") and link.get_attribute("href").endswith("/video.mp4")
+    assert "alaya-button" in link.get_attribute("class") and link.get_attribute("href").startswith("blob:")
     assert link.evaluate("a => getComputedStyle(a).backgroundColor") not in ("rgba(0, 0, 0, 0)", "transparent")
     assert "render" not in message(page)
 
@@ -428,7 +428,7 @@ def test_the_record_button_records_a_take_showing_its_time_and_frames(page, serv
                "the take's schedule on the timeline")
     session = wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, before) and
                          page.evaluate("window.alayaStudio.sessionId"), 60, "a session on the take")
-    shown = page.evaluate(f"""async () => (await (await fetch('/api/sessions/{session}')).json()).source""")
+    shown = page.evaluate(f"""async () => (await (await fetch('/api/sessions/{session}', {OWNER})).json()).source""")
     assert shown == source
     page.select_option("#alaya-source", "engine")            # the module's other tests drive the engine
     wait_until(lambda: page.evaluate("window.alayaStudio.sessionId") not in (None, session), 60,
@@ -454,3 +454,34 @@ def test_the_page_measures_glass_to_glass_latency_from_the_stamp_it_reads_back(p
     page.uncheck("#alaya-measure")
     wait_until(lambda: page.evaluate("window.alayaStudio.readStamp()") is None, 30, "the stamp gone from the picture")
     assert page.locator("#alaya-g2g").inner_text() == ""
+
+
+def test_a_second_visitors_page_is_refused_on_the_first_ones_session_which_plays_on(browser, server, page):
+    """Issue 26, in Chromium: a second visitor's tab has a key of its own and, with no key, a wrong key or its
+    own, every route on the first visitor's session answers 401; the first visitor's video plays on."""
+    first = page.evaluate("window.alayaStudio.sessionId")
+    with sessions_end_with_the_block(server):
+        other = open_studio(browser, server)
+        try:
+            tried = other.evaluate("""async (sid) => {
+                const own = sessionStorage.getItem('alaya-owner-key'), out = [];
+                const routes = [["GET", `/api/sessions/${sid}`], ["GET", `/api/sessions/${sid}/schedule`],
+                    ["POST", `/api/sessions/${sid}/take`], ["DELETE", `/api/sessions/${sid}`],
+                    ["GET", `/api/ui/sessions/${sid}/inspector`], ["GET", `/api/ui/sessions/${sid}/inspector.png`],
+                    ["POST", `/whep/${sid}`], ["GET", "/api/sessions"]];
+                for (const [method, url] of routes) for (const key of [null, "wrong", own]) {
+                    const headers = { "Content-Type": "application/json" };
+                    if (key) headers.Authorization = `Bearer ${key}`;
+                    const res = await fetch(url, { method, headers,
+                        body: method === "POST" ? JSON.stringify({ action: "start" }) : undefined });
+                    out.push([method, url, key === own ? "own key" : key, res.status, (await res.json()).error]);
+                }
+                return { own, out }; }""", first)
+            assert tried["own"] and tried["own"] != page.evaluate("sessionStorage.getItem('alaya-owner-key')")
+            assert len(tried["out"]) == 24 and all(status == 401 for *_, status, _ in tried["out"]), tried["out"]
+            assert all("\n" not in error for *_, error in tried["out"])
+            playing = frames_decoded(page)
+            wait_until(lambda: frames_decoded(page) > playing + 15, 30, "the first visitor's video stopped")
+            assert page.evaluate("window.alayaStudio.sessionId") == first and first in server.sessions
+        finally:
+            other.close()

@@ -5,6 +5,10 @@ A recording is anything `open_sequence` reads that carries RGB beside its G-buff
 Every frame is decoded once, resized to the training size (as the streaming session resizes) and kept as
 uint8 tensors; a clip is `clip_frames` consecutive frames at a random start.
 
+With styles (`--styles`, training/styles.py) each clip also draws a style and one of its phrasings: the clip's
+targets are that style's frames and its prompt that phrasing. The draws come from the run's generator, so a
+seed gives the same clips, styles and phrasings.
+
     gbuffer (B, T, 5, 3, H, W) float in [0, 1]     rgb (B, T, 3, H, W) float in [0, 1]     prompt index (B,)
 """
 
@@ -23,6 +27,7 @@ from alaya_errors import validate
 from gbuffer.formats import open_sequence
 from prompt_presets.resolve import resolve_prompt
 from training.errors import TrainingError
+from training.styles import StyleTargets
 
 DEFAULT_PROMPT = "original"      # the beauty pass is the engine's natural look
 DEFAULT_KEY = "*"                # prompt-file key for every recording not named
@@ -107,12 +112,14 @@ class ClipBatch:
     rgb: torch.Tensor | None              # (B, T, 3, H, W) float in [0, 1]; None when not asked for
     prompt: torch.Tensor                  # (B,) index into PairedClips.prompts
     picks: list[tuple[int, int]]          # (recording, start frame) of each clip
+    styles: list[str] | None = None       # each clip's style (None: the recording's own prompt and RGB)
 
 
 class PairedClips:
     """Recordings held in memory; `sample` draws clips of `clip_frames` consecutive frames."""
 
-    def __init__(self, recordings: Sequence[Recording], clip_frames: int, start_stride: int = 1):
+    def __init__(self, recordings: Sequence[Recording], clip_frames: int, start_stride: int = 1,
+                 styles: StyleTargets | None = None):
         if not recordings:
             raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
         short = [r for r in recordings if len(r) < clip_frames]
@@ -122,7 +129,14 @@ class PairedClips:
                                 r.name)
         self.recordings = list(recordings)
         self.clip_frames = clip_frames
-        self.prompts = sorted({r.prompt for r in self.recordings})
+        self.styles = styles
+        if styles is None:
+            self.prompts = sorted({r.prompt for r in self.recordings})
+        else:                              # every phrasing of every style; a style's are a run of indices
+            self.prompts, self._phrasing_runs = [], []
+            for name in styles.names:
+                self._phrasing_runs.append((len(self.prompts), len(styles.phrasings(name))))
+                self.prompts += styles.phrasings(name)
         # one entry per possible clip start, so long recordings are drawn in proportion to their length; a stride
         # of 4 starts every clip on a latent boundary (targets sliced from a LatentCache)
         self.starts = [(k, s) for k, r in enumerate(self.recordings)
@@ -130,27 +144,33 @@ class PairedClips:
 
     @classmethod
     def from_paths(cls, paths: Sequence[str | Path], width: int, height: int, clip_frames: int,
-                   prompt_file: str | Path | None = None, start_stride: int = 1) -> "PairedClips":
+                   prompt_file: str | Path | None = None, start_stride: int = 1,
+                   styles: StyleTargets | None = None) -> "PairedClips":
         if not paths:
             raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
+        if styles is not None and prompt_file is not None:
+            raise TrainingError("give either --styles (each clip draws a style) or --prompts (one per recording)",
+                                "--prompts")
         prompts = read_prompt_file(prompt_file)
         unknown = sorted(set(prompts) - {Path(p).name for p in paths} - {DEFAULT_KEY})
         if unknown:
             raise TrainingError(f"names recording(s) not given: {', '.join(unknown)}", str(prompt_file))
         return cls([load_recording(p, width, height, prompt_for(Path(p), prompts)) for p in paths], clip_frames,
-                   start_stride)
+                   start_stride, styles)
 
     @property
     def frames(self) -> int:
         return sum(len(r) for r in self.recordings)
 
-    def clip(self, k: int, start: int, with_rgb: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-        r = self.recordings[k]
-        gbuffer = r.gbuffer[start:start + self.clip_frames].float().div_(255)
-        return gbuffer, self._rgb(k, start) if with_rgb else None, self.prompts.index(r.prompt)
+    def clip(self, k: int, start: int, with_rgb: bool = True, style: str | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        gbuffer = self.recordings[k].gbuffer[start:start + self.clip_frames].float().div_(255)
+        return gbuffer, self._rgb(k, start, style) if with_rgb else None
 
-    def _rgb(self, k: int, start: int) -> torch.Tensor:
-        return self.recordings[k].rgb[start:start + self.clip_frames].float().div_(255)
+    def _rgb(self, k: int, start: int, style: str | None = None) -> torch.Tensor:
+        r = self.recordings[k]
+        frames = r.rgb if style is None else self.styles.frames(k, r, style)
+        return frames[start:start + self.clip_frames].float().div_(255)
 
     def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
         return [self.starts[i] for i in torch.randint(len(self.starts), (batch,), generator=generator).tolist()]
@@ -158,9 +178,21 @@ class PairedClips:
     def sample(self, batch: int, generator: torch.Generator, with_rgb: bool = True) -> ClipBatch:
         """`with_rgb=False` when the targets come from a LatentCache: the RGB frames are then not needed."""
         picks = self._picks(batch, generator)
-        clips = [self.clip(k, s, with_rgb) for k, s in picks]
+        styles, prompt = self._draw_styles(picks, generator)
+        clips = [self.clip(k, s, with_rgb, style) for (k, s), style in zip(picks, styles or [None] * batch)]
         rgb = torch.stack([c[1] for c in clips]) if with_rgb else None
-        return ClipBatch(torch.stack([c[0] for c in clips]), rgb, torch.tensor([c[2] for c in clips]), picks)
+        return ClipBatch(torch.stack([c[0] for c in clips]), rgb, prompt, picks, styles)
+
+    def _draw_styles(self, picks: list[tuple[int, int]], generator: torch.Generator
+                     ) -> tuple[list[str] | None, torch.Tensor]:
+        """Each clip's style and prompt index: with styles a style, then one of its phrasings, uniformly."""
+        if self.styles is None:
+            return None, torch.tensor([self.prompts.index(self.recordings[k].prompt) for k, _ in picks])
+        names = self.styles.names
+        which = torch.randint(len(names), (len(picks),), generator=generator).tolist()
+        u = torch.rand(len(picks), generator=generator).tolist()
+        prompt = [self._phrasing_runs[i][0] + int(x * self._phrasing_runs[i][1]) for i, x in zip(which, u)]
+        return [names[i] for i in which], torch.tensor(prompt)
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training)."""

@@ -5,7 +5,7 @@ One training clip = `warmup` + `chunks` consecutive chunks of the renderer's chu
     history  = LatentHistory (renderer/flash/history.py, the class the live session uses) holding what came
                before chunk k: [anchor | long | mid | short], zeros before the first chunk
     warm-up  the first `warmup` chunks only fill the history (no loss, no gradient): with nano's history (4, 2, 1)
-             and 2-latent chunks the long tier holds nothing until 2 chunks were pushed, so without them a clip of
+             and 2-latent chunks the long tier holds nothing until 2 chunks were pushed, so without one a clip of
              two trained chunks never trains it (the trainer draws `warmup` per step: 0 keeps the empty-history start)
     sigma    ~ with probability `discrete_sigma_prob` one of the few-step sampler's own sigmas (the noise levels
                the 4-step sampler visits), else the shifted uniform distribution of flow matching
@@ -64,10 +64,11 @@ def batch_inputs(history: LatentHistory, chunk_latents: int) -> HistoryInputs:
                             for k, v in vars(inputs).items()})
 
 
-def warmup_chunks_to_fill(config: FlashConfig) -> int:
-    """Chunks pushed before the first trained one so that it sees every history tier non-empty."""
+def warmup_chunks_to_reach_long(config: FlashConfig, chunks: int) -> int:
+    """The fewest warm-up chunks with which the last of `chunks` trained chunks sees the long history tier:
+    more than mid + short latent frames pushed before it (nano, 2-latent chunks: 1 for --chunks 2, 0 for 3)."""
     _, mid, short = config.history_sizes
-    return -(-(mid + short + 1) // config.chunk_latents)
+    return max(0, -(-(mid + short + 1) // config.chunk_latents) - (chunks - 1))
 
 
 AverageVelocity = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -6,11 +6,11 @@
   frame (T frames → 1 + (T-1)/4 latents), while Flash aligns latent j with frames 4j..4j+3: each 4-frame group
   is therefore encoded behind the previous group's last frame (the lone-frame slot) and its second latent kept.
   Raw (unnormalised) latents, the scale the TAEW2.1 decoder reads.
-All targets are computed without gradients. Our codec's are computed once per recording (`CodecTargets.recording`,
-`LatentCache`): the frozen encoder sees each recording once, in order, carrying its TAEHV memory across blocks as
-a stream does, and a clip's targets are a slice. On a CPU that saves the encoder's forward pass in every step
-(269 of 698 ms of a nano step, bench/train_step_bench.py). Clips then start on a latent boundary (every 4th
-frame). The Wan VAE encodes per batch.
+All targets are computed without gradients. Our codec's are computed once per recording and style
+(`CodecTargets.recording`, `LatentCache`): the frozen encoder sees each recording once, in order, carrying its
+TAEHV memory across blocks as a stream does, and a clip's targets are a slice. On a CPU that saves the encoder's
+forward pass in every step (269 of 698 ms of a nano step, bench/train_step_bench.py). Clips then start on a
+latent boundary (every 4th frame). The Wan VAE encodes per batch.
 """
 
 from __future__ import annotations
@@ -51,17 +51,22 @@ class CodecTargets:
 
 
 class LatentCache:
-    """Each recording's RGB latents, computed once; `clips` gives a batch's targets by (recording, start frame)."""
+    """Each recording's RGB latents, computed once, per style with `styles` (training/styles.py): `clips` gives a
+    batch's targets by (recording, start frame) and style."""
 
-    def __init__(self, targets: CodecTargets, recordings: list, device: str = "cpu"):
-        self.latents = [targets.recording(r.rgb, device) for r in recordings]
+    def __init__(self, targets: CodecTargets, recordings: list, device: str = "cpu", styles=None):
+        self.latents: dict[tuple[int, str | None], torch.Tensor] = {}
+        for k, r in enumerate(recordings):
+            for style in styles.names if styles is not None else (None,):
+                rgb = r.rgb if style is None else styles.frames(k, r, style)
+                self.latents[k, style] = targets.recording(rgb, device)
 
-    def clips(self, picks: list[tuple[int, int]], frames: int) -> torch.Tensor:
+    def clips(self, picks: list[tuple[int, int]], frames: int, styles: list[str] | None = None) -> torch.Tensor:
         """(B, 16, frames/4, h, w) for clips starting at frame `start` (a multiple of 4) of recording k."""
         n = frames // TEMPORAL_SCALE
         assert all(start % TEMPORAL_SCALE == 0 for _, start in picks), picks
-        return torch.stack([self.latents[k][:, start // TEMPORAL_SCALE:start // TEMPORAL_SCALE + n]
-                            for k, start in picks])
+        return torch.stack([self.latents[k, style][:, start // TEMPORAL_SCALE:start // TEMPORAL_SCALE + n]
+                            for (k, start), style in zip(picks, styles or [None] * len(picks))])
 
 
 def wan_vae_targets(vae_dir: str | Path, device: str = "cpu") -> Targets:

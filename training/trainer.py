@@ -28,18 +28,20 @@ from pathlib import Path
 import torch
 
 from gbuffer.formats import open_sequence
+from prompt_presets.phrasings import all_phrasings
 from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.pipeline import FlashPipeline, preset_prompts
-from renderer.flash.text import PromptBank, UMT5PromptEncoder, random_embedding
+from renderer.flash.text import PromptBank, SentenceProjection, UMT5PromptEncoder, random_embedding
 from renderer.flash.transformer import FlashTransformer
 from training import bookkeeping, distributed
 from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips
 from training.errors import TrainingError
 from training.gan import GanTerm
-from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_fill
+from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_reach_long
+from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
 SETTINGS_FILE = "train_settings.json"
@@ -55,6 +57,8 @@ class TrainSettings:
     vae: str | None = None
     text_encoder: str | None = None
     prompts: str | None = None
+    styles: str | None = None        # --styles LIST|all: each clip draws one (training/styles.py)
+    sentence_encoder: bool = True    # from scratch, no umT5: prompts by MiniLM (False: fixed random embeddings)
     width: int = 160
     height: int = 96
     steps: int = 1000
@@ -64,7 +68,8 @@ class TrainSettings:
     discrete_sigma_prob: float = 0.5
     objective: str = "flow"          # flow | meanflow (objective.py)
     interval_prob: float = 0.5       # mean flow: share of continuous draws with r < t
-    history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: fill)
+    history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: enough
+                                       # for the long tier, auto_history_chunks)
     gan_weight: float = 0.0          # the patch-GAN term's weight (0: off; gan.py)
     gan_lr: float = 2e-4
     rollout_start: float = 0.5       # self-rollout from this step on: a fraction of --steps if < 1, else a step
@@ -88,6 +93,8 @@ class TrainSettings:
 
 def check_settings(s: TrainSettings) -> FlashConfig:
     config = get_config(s.config)
+    if s.styles is not None:
+        parse_styles(s.styles)
     for name in ("steps", "batch", "chunks", "checkpoint_every", "log_every"):
         if getattr(s, name) < 1:
             raise TrainingError(f"must be at least 1, got {getattr(s, name)}", f"--{name.replace('_', '-')}")
@@ -161,14 +168,26 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
         decoder = codec.decoder_module()
         targets = CodecTargets(codec.encoder_module().to(device))
-        encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
-        bank = PromptBank(config.text_len, config.text_dim,
-                          {t: random_embedding(t, config.text_len, config.text_dim) for t in preset_prompts()},
-                          encoder)
+        bank, config = scratch_prompt_bank(s, config)
         train_encoder = True
     for module in (transformer, gbuffer_encoder):
         module.requires_grad_(True).train()
     return Modules(config, transformer, gbuffer_encoder, decoder, targets, codec, bank, train_encoder)
+
+
+def scratch_prompt_bank(s: TrainSettings, config: FlashConfig) -> tuple[PromptBank, FlashConfig]:
+    """From scratch: umT5 when --text-encoder names one; else the sentence encoder (the config then records
+    text_encoder "minilm"; its projection is fitted on every preset's phrasings, whichever styles train), or the
+    fixed random embeddings of before when it is switched off."""
+    presets = preset_prompts()
+    if s.text_encoder or not s.sentence_encoder:
+        encoder = UMT5PromptEncoder(s.text_encoder, config.text_len, config.text_dim) if s.text_encoder else None
+        return PromptBank(config.text_len, config.text_dim,
+                          {t: random_embedding(t, config.text_len, config.text_dim) for t in presets}, encoder), config
+    projection = SentenceProjection.fit([t for texts in all_phrasings().values() for t in texts], config.text_dim)
+    cached = dict(zip(presets, projection.embed(presets).unsqueeze(1)))        # text → (1, text_dim)
+    return (PromptBank(config.text_len, config.text_dim, cached, projection),
+            dataclasses.replace(config, text_encoder="minilm"))
 
 
 def prompt_embeddings(bank: PromptBank, prompts: list[str], config: FlashConfig) -> torch.Tensor:
@@ -207,13 +226,13 @@ def prepare_objective(m: Modules, s: TrainSettings) -> None:
 
 
 def auto_history_chunks(recordings: list[str], config: FlashConfig, chunks: int) -> int:
-    """Warm-up chunks enough to reach every history tier, as many as the shortest recording allows beside the
-    trained chunks (read from the sources' lengths, nothing decoded)."""
+    """Warm-up chunks enough for the last trained chunk to reach the long history tier, as many as the shortest
+    recording allows beside the trained chunks (read from the sources' lengths, nothing decoded)."""
     try:
         shortest = min(_frames(path) for path in recordings)
     except (OSError, ValueError, TypeError):   # UserError is a ValueError; the real load names what is wrong
-        return warmup_chunks_to_fill(config)
-    return max(0, min(warmup_chunks_to_fill(config), shortest // config.chunk_frames - chunks))
+        return warmup_chunks_to_reach_long(config, chunks)
+    return max(0, min(warmup_chunks_to_reach_long(config, chunks), shortest // config.chunk_frames - chunks))
 
 
 def _frames(path: str) -> int:
@@ -241,9 +260,11 @@ class Trainer:
                                else s.history_chunks)
         cache = s.cache_targets and isinstance(self.modules.targets, CodecTargets)
         clip_chunks = self.history_chunks + s.chunks
+        styles = StyleTargets(parse_styles(s.styles), keep=not cache) if s.styles is not None else None
         self.data = PairedClips.from_paths(recordings, s.width, s.height, clip_chunks * self.config.chunk_frames,
-                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1)
-        self.latents = LatentCache(self.modules.targets, self.data.recordings, self.device) if cache else None
+                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1, styles=styles)
+        self.latents = (LatentCache(self.modules.targets, self.data.recordings, self.device, styles)
+                        if cache else None)
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
         transformer = self.modules.transformer
         if s.lora_rank:
@@ -273,7 +294,7 @@ class Trainer:
             raise TrainingError("--resume given but there is no checkpoint in checkpoints/", str(self.out))
         state = bookkeeping.load_checkpoint(path)
         saved = state.get("settings", {})
-        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets", "objective"):
+        for key in ("config", "lora_rank", "width", "height", "chunks", "cache_targets", "objective", "styles"):
             if key in saved and saved[key] != getattr(self.s, key):
                 raise TrainingError(f"checkpoint was trained with {key}={saved[key]!r}, this run has "
                                     f"{getattr(self.s, key)!r}", str(path))
@@ -300,7 +321,7 @@ class Trainer:
         rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
         batch = self.data.sample(s.batch, self.generator, with_rgb=self.latents is None)
         if self.latents is not None:
-            target = self.latents.clips(batch.picks, self.data.clip_frames).to(self.device)
+            target = self.latents.clips(batch.picks, self.data.clip_frames, batch.styles).to(self.device)
         else:
             target = self.modules.targets(batch.rgb.to(self.device)).float()
         gbuffer, target, warmup = self.warmup_window(batch.gbuffer, target)

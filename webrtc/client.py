@@ -43,7 +43,7 @@ class ReceivedFrame:
 
 class StudioViewer:
     def __init__(self, base_url: str, *, keep_pixels: bool = True, codecs: tuple[str, ...] | None = None,
-                 direct_only: bool = False, **options: Any):
+                 direct_only: bool = False, key: str | None = None, **options: Any):
         """`options` are the offer's session options; `codecs` limits what this viewer offers, e.g.
         ("video/VP8",) to act like a browser without H.264; `direct_only` drops the studio's relay (TURN)
         candidates from its answer, so this viewer's media never goes through a TURN server (with aggressive
@@ -51,11 +51,13 @@ class StudioViewer:
         self.base_url = base_url.rstrip("/")
         self.codecs = codecs
         self.direct_only = direct_only
+        self.offer_key = key                 # an owner key to present on the offer: a session of that visitor
         self.options = options
         self.keep_pixels = keep_pixels
         self.frames: list[ReceivedFrame] = []
         self.messages: list[dict] = []
         self.session_id: str | None = None
+        self.owner_key: str | None = None    # from the offer's answer: what the session's REST routes need
         self.codec: str | None = None
         self.offer_started: float | None = None
         self.pc: RTCPeerConnection | None = None
@@ -100,12 +102,19 @@ class StudioViewer:
         """Signalling: the offer goes to the studio, its answer's SDP comes back (or OfferRefused)."""
         async with httpx.AsyncClient(timeout=60) as http:
             res = await http.post(f"{self.base_url}/api/webrtc/offer",
-                                  json={"sdp": offer_sdp, "type": "offer", **self.options})
+                                  json={"sdp": offer_sdp, "type": "offer", **self.options},
+                                  headers={"Authorization": f"Bearer {self.offer_key}"} if self.offer_key else {})
         if res.status_code != 200:
             raise OfferRefused(res.status_code, res.json())
         answer = res.json()
         self.session_id = answer["session_id"]
+        self.owner_key = answer.get("owner_key")
         return answer["sdp"]
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """Headers for the session's REST routes (`Authorization: Bearer OWNER_KEY`)."""
+        return {"Authorization": f"Bearer {self.owner_key}"} if self.owner_key else {}
 
     def _on_message(self, text: str) -> None:
         self.messages.append(json.loads(text))

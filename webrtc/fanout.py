@@ -10,6 +10,10 @@ A frame older than the newest encoded one that is no longer cached is skipped, n
 has moved on, and encoding the past would corrupt everyone's stream.
 A watcher whose sender falls behind does not hold the others back: its queue is bounded, and on overflow it
 skips to the newest frame and asks for a keyframe so its decoder recovers at once.
+
+`FanOut.close()` (the session ended) releases the codecs and the frames at once: a closed peer connection is
+garbage in reference cycles, freed only by a full collection, and until then it would keep each codec's threads
+and buffers (libx264: four threads and some 10 MB a session) alive (issue 29).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class SharedEncoder:
         self._keyframe_due = False
         self._estimates: collections.deque[tuple[float, int]] = collections.deque()
         self._newest_pts = -1
+        self.closed = False
 
     @property
     def target_bitrate(self) -> int:
@@ -67,6 +72,8 @@ class SharedEncoder:
 
     def encode(self, frame: av.VideoFrame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
         with self._lock:
+            if self.closed:    # a frame the track was pacing while the session closed: nobody decodes it now
+                return [], 0
             hit = self._cache.get(id(frame))
             if hit is not None and hit[0] is frame:
                 if force_keyframe:
@@ -89,6 +96,13 @@ class SharedEncoder:
 
     def pack(self, packet):  # pre-encoded input: nothing to share
         return self.inner.pack(packet)
+
+    def close(self) -> None:
+        """Free the codec (its threads stop) and the cached frames; encode() answers nothing from now on."""
+        with self._lock:   # not while a sender's executor thread is inside the codec
+            self.closed = True
+            self._cache.clear()
+            self.inner.codec = None
 
 
 class SharedEncoders:
@@ -115,6 +129,10 @@ class SharedEncoders:
     @property
     def frames_encoded(self) -> int:
         return sum(e.frames_encoded for e in list(self.by_codec.values()))
+
+    def close(self) -> None:
+        for encoder in list(self.by_codec.values()):
+            encoder.close()
 
 
 class WatcherTrack(MediaStreamTrack):
@@ -152,6 +170,7 @@ class WatcherTrack(MediaStreamTrack):
 
     def stop(self) -> None:
         super().stop()
+        self._frames.clear()
         self._ready.set()
         self.fanout.tracks.discard(self)
 
@@ -176,3 +195,4 @@ class FanOut:
     def close(self) -> None:
         for track in list(self.tracks):
             track.stop()
+        self.encoders.close()

@@ -247,7 +247,7 @@ class Hello(_ServerMessage, SessionFacts):
     """Once the channel opens. The owner's has `watch` (the watch key and its links); a watcher's has
     `role` "watcher" instead."""
 
-    OMITTED_WHEN_NONE = frozenset({"watch", "role"})
+    OMITTED_WHEN_NONE = frozenset({"watch", "role", "owner_key"})
     type: Literal["hello"] = "hello"
     protocol: int = PROTOCOL_VERSION
     recorded: bool
@@ -256,6 +256,7 @@ class Hello(_ServerMessage, SessionFacts):
     codec: str | None
     watch: dict[str, Any] | None = None
     role: Literal["watcher"] | None = None
+    owner_key: str | None = None       # issue 26: the owner's only; what the session's REST routes need
 
 
 class Status(_ServerMessage):

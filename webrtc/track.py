@@ -167,6 +167,12 @@ class SessionVideoTrack(MediaStreamTrack):
         self.last_sent = float("-inf")
         self.sending_since = float("inf")
 
+    def stop(self) -> None:
+        """The session is over: frames still buffered are dropped now, not when the garbage collector gets to the
+        closed peer connection that holds this track (issue 29)."""
+        super().stop()
+        self.buffer.clear()
+
     def streaming_for(self) -> float:
         """Seconds this track has been sending without a gap of over 1 s; 0 if it is not sending now."""
         now = time.perf_counter()

@@ -4,7 +4,6 @@ a `send` callable for the back-channel (player input, session events)."""
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import Callable, Iterator
@@ -29,18 +28,24 @@ class Feed:
         self.subscribers = 0
         self._latest: GBufferFrame | None = None
         self._cond = threading.Condition()
-        self._arrivals: collections.deque[float] = collections.deque()
+        # The frame-rate cap is a token bucket counted on arrival: a long-term rate of 1.5 x the engine's fps, with
+        # a burst of two seconds of it. A plain per-second window closed honest engines whenever the server
+        # stopped reading for a moment (a session starting on a loaded machine) and then read the queued frames in
+        # one go; a flood still empties the bucket within a second.
+        self._rate = min(limits.max_fps, hello.fps) * 1.5
+        self._burst = 2 * self._rate + 2
+        self._tokens = self._burst
+        self._last_arrival = time.monotonic()
 
     def push(self, frame: GBufferFrame) -> None:
         """A new frame from the engine; raises FeedError when the feed exceeds its frame-rate cap."""
         now = time.monotonic()
-        self._arrivals.append(now)
-        while now - self._arrivals[0] > 1.0:
-            self._arrivals.popleft()
-        cap = min(self.limits.max_fps, self.hello.fps) * 1.5 + 2
-        if len(self._arrivals) > cap:
-            raise FeedError(f"more than {cap:.0f} frames in one second (hello said {self.hello.fps:g} fps)",
-                            code=CLOSE["rate"])
+        self._tokens = min(self._burst, self._tokens + (now - self._last_arrival) * self._rate)
+        self._last_arrival = now
+        if self._tokens < 1:
+            raise FeedError(f"more than {self._rate:.0f} frames a second beyond a burst of {self._burst:.0f} "
+                            f"(hello said {self.hello.fps:g} fps)", code=CLOSE["rate"])
+        self._tokens -= 1
         with self._cond:
             self._latest = frame
             self.frames += 1

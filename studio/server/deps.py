@@ -2,9 +2,10 @@
 
 A route names what it needs in its signature (`session: SessionDep`, `manager: ManagerDep`, ...) and FastAPI
 hands it over, so no route reaches into the app's state, and /docs shows the path parameter a provider reads.
-`live_session` is the one place a route gets a session (the session routes, the inspector, WHEP and the watch
-page): a check that every session route needs (the owner's key, issue 26) belongs there, letting through the
-watch routes, which admit a watch key instead (whep_routes.py).
+`live_session` is the one place a route gets a session, and the one place its owner's key is checked (issue 26):
+a route added later that names `SessionDep` is owner-only without further code. The watch routes (WHEP, the watch
+page) get theirs from `watched_session`, which admits a watch key as well. Refusals are one 401 line, the same
+whether or not the session exists, so ids cannot be probed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
 from gbuffer.feed import FeedHub
+from studio.server import access
+from studio.server.access import Visitor, Visitors
 from studio.server.metrics import StudioMetrics
 from studio.server.session import LiveSession
 from studio.server.sessions import SessionManager
@@ -37,10 +40,22 @@ def studio_metrics(conn: HTTPConnection) -> StudioMetrics:
     return conn.app.state.metrics
 
 
+def studio_visitors(conn: HTTPConnection) -> Visitors:
+    return conn.app.state.visitors
+
+
+def presented_key(conn: HTTPConnection) -> str | None:
+    """The `Authorization: Bearer KEY` of the request (never a query parameter: URLs end up in logs)."""
+    return access.bearer(conn.headers.get("authorization"))
+
+
 ManagerDep = Annotated[SessionManager, Depends(session_manager)]
 SettingsDep = Annotated[Settings, Depends(studio_settings)]
 FeedsDep = Annotated[FeedHub, Depends(feed_hub)]
 MetricsDep = Annotated[StudioMetrics, Depends(studio_metrics)]
+VisitorsDep = Annotated[Visitors, Depends(studio_visitors)]
+KeyDep = Annotated[str | None, Depends(presented_key)]
+BEARER = {"WWW-Authenticate": 'Bearer realm="alaya-studio"'}
 
 
 def live_sessions(manager: SessionManager) -> list[LiveSession]:
@@ -48,12 +63,54 @@ def live_sessions(manager: SessionManager) -> list[LiveSession]:
     return list(manager.sessions.values())
 
 
-def live_session(session_id: str, manager: ManagerDep) -> LiveSession:
-    """The session a route's `{session_id}` names; 404 when there is none, or it has just ended."""
-    session = manager.sessions.get(session_id)
+def _refuse(detail: str = access.REFUSED) -> HTTPException:
+    return HTTPException(401, detail, headers=BEARER)
+
+
+def _present(session: LiveSession | None, session_id: str) -> LiveSession:
     if session is None or session.state == "closed":
         raise HTTPException(404, f"no live session {session_id!r} (it may have ended)")
     return session
 
 
+def live_session(session_id: str, manager: ManagerDep, visitors: VisitorsDep, key: KeyDep) -> LiveSession:
+    """The session a route's `{session_id}` names, for its owner (the key from its offer) or the admin; 401 for
+    anyone else, before anything says whether the session exists; then 404 when it has just ended."""
+    session = manager.sessions.get(session_id)
+    owner = access.same_key(key, session.owner_key if session is not None else None)
+    if not (owner or visitors.is_admin(key)):
+        raise _refuse()
+    return _present(session, session_id)
+
+
+def watched_session(session_id: str, manager: ManagerDep, settings: SettingsDep, visitors: VisitorsDep,
+                    key: KeyDep, conn: HTTPConnection) -> LiveSession:
+    """A session for its audience: its watch key (a Bearer header, or `?key=` on a watch link, which is what the
+    owner shares), the studio's feed token, the owner's key or the admin token; else the same 401."""
+    presented = key or conn.query_params.get("key")
+    session = manager.sessions.get(session_id)
+    admitted = session is not None and (session.audience.admits(presented, settings.token)
+                                        or access.same_key(presented, session.owner_key))
+    if not (admitted or visitors.is_admin(presented)):
+        raise _refuse("a watch key is required: Authorization: Bearer KEY (the key the session's owner shares) "
+                      "or ?key=KEY on a watch link; this one is missing or wrong")
+    return _present(session, session_id)
+
+
+def admin(visitors: VisitorsDep, key: KeyDep) -> None:
+    if not visitors.is_admin(key):
+        raise _refuse(access.ADMIN_ONLY)
+
+
+def visitor(visitors: VisitorsDep, key: KeyDep) -> Visitor:
+    """Whoever presents an owner key the studio issued (or the admin token): uploads and render jobs."""
+    found = visitors.find(key)
+    if found is None:
+        raise _refuse(access.VISITOR_ONLY)
+    return found
+
+
 SessionDep = Annotated[LiveSession, Depends(live_session)]
+WatchedDep = Annotated[LiveSession, Depends(watched_session)]
+AdminDep = Depends(admin)                     # for `dependencies=[AdminDep]`: the route needs no value
+VisitorDep = Annotated[Visitor, Depends(visitor)]

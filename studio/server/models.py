@@ -52,6 +52,8 @@ class OfferAnswer(BaseModel):
     sdp: str
     type: Literal["answer"] = "answer"
     session_id: str
+    owner_key: str | None = Field(None, description="the session's owner key, given to this peer only: every "
+                                  "route on the session needs it as Authorization: Bearer KEY")
 
 
 class SessionInfo(SessionFacts):

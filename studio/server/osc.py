@@ -142,7 +142,19 @@ class OscControl(asyncio.DatagramProtocol):
                         exc.reason, exc.detail)
 
 
+def refuse_remote(settings) -> None:
+    """OSC carries no credentials: whoever can send a UDP packet to it steers every session. So beyond loopback
+    it starts only when the operator says so (`--osc-allow-remote`; docs/presenting.md)."""
+    from studio.server.settings import is_loopback
+
+    if not is_loopback(settings.osc_host) and not settings.osc_allow_remote:
+        raise UserError(f"OSC on {settings.osc_host} would let anyone on that network steer every session (OSC "
+                        "carries no credentials); add --osc-allow-remote to confirm, or keep it on 127.0.0.1",
+                        "--osc-host")
+
+
 async def start_osc(settings, sessions, metrics) -> asyncio.DatagramTransport:
+    refuse_remote(settings)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(
         lambda: OscControl(sessions, metrics, settings.osc_session),

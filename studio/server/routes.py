@@ -17,13 +17,14 @@ from prompt_presets import preset_names
 from renderer import RENDERERS
 from studio import __version__
 from studio.schedule import Schedule
-from studio.server.deps import FeedsDep, ManagerDep, MetricsDep, SessionDep, SettingsDep, live_sessions
+from studio.server.deps import (AdminDep, FeedsDep, KeyDep, ManagerDep, MetricsDep, SessionDep, SettingsDep,
+                                VisitorsDep, live_sessions)
 from studio.server.metrics import CONTENT_TYPE
 from studio.server.models import ErrorBody, Health, OfferAnswer, OfferRequest, SessionInfo, TakeRequest
 from studio.server.session import LiveSession
 
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
-NOT_FOUND = {404: {"model": ErrorBody}}
+NOT_FOUND = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}}   # 401 first: ids cannot be probed
 
 webrtc_api = APIRouter(prefix="/api/webrtc", tags=["webrtc"])
 studio_api = APIRouter(prefix="/api", tags=["studio"])
@@ -53,13 +54,20 @@ class TakeStatus(BaseModel):
     take_id: str | None = None
     frames: int | None = Field(None, description="frames recorded so far")
     seconds: float | None = Field(None, description="wall-clock seconds since the take started")
-    path: str | None = Field(None, description="the take's folder on the server")
+    path: str | None = Field(None, description="the take's folder, relative to the studio's data (takes/ID)")
 
 
 @webrtc_api.post("/offer", response_model=OfferAnswer, responses=ERRORS)
-async def webrtc_offer(offer: OfferRequest, manager: ManagerDep) -> OfferAnswer:
-    """Start a live session: send the browser's SDP offer and the session options, get the SDP answer."""
-    return await manager.offer(offer)
+async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: VisitorsDep, key: KeyDep,
+                       settings: SettingsDep) -> OfferAnswer:
+    """Start a live session: send the browser's SDP offer and the session options, get the SDP answer and the
+    session's `owner_key`, which every route on the session then needs (`Authorization: Bearer KEY`). An offer
+    that presents an owner key the studio issued starts another session of that visitor, with the same key."""
+    visitor = visitors.admit(key)
+    caller = visitors.find(key)       # the admin plays any source; its sessions still get keys of their own
+    visitors.require_source(caller if caller is not None else visitor, offer.source, settings.data_dir,
+                            settings.takes_path)
+    return await manager.offer(offer, visitors.grant(visitor, settings.takes))
 
 
 @webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)
@@ -95,8 +103,10 @@ def _info(s: LiveSession) -> SessionInfo:
                        bitrate=getattr(s.encoder, "target_bitrate", None))
 
 
-@sessions_api.get("", response_model=list[SessionInfo])
+@sessions_api.get("", response_model=list[SessionInfo], dependencies=[AdminDep],
+                  responses={401: {"model": ErrorBody}})
 async def list_sessions(manager: ManagerDep) -> list[SessionInfo]:
+    """Every live session, for the admin token only (anyone may read the count in /api/health)."""
     return [_info(s) for s in live_sessions(manager)]
 
 

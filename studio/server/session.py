@@ -39,8 +39,9 @@ class LiveSession:
                  *, loop: asyncio.AbstractEventLoop, stamp: bool = False, loop_playback: bool = True,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
                  takes: TakeStore | None = None, max_watchers: int = 10,
-                 on_ended: Callable[["LiveSession", str], None] | None = None):
+                 on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None):
         self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
+        self.owner_key = owner_key       # issue 26: what its REST routes need (studio/server/access.py)
         self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
         self.width, self.height = render_session.width, render_session.height
         self.codec: str | None = None    # negotiated with the owner's peer
@@ -58,8 +59,8 @@ class LiveSession:
                                     on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")))
         self.handlers = ChannelHandlers(self)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
-        if hasattr(render_session, "on_lost"):         # a render worker's session (cluster/): its worker died
-            render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
+        # RenderSession.on_lost: only a render worker's session (cluster/) calls it, when its worker died
+        render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
         if peer is not None:
             peer.on("datachannel", self._on_datachannel)
             peer.on("connectionstatechange", self._on_connection_state)
@@ -150,7 +151,8 @@ class LiveSession:
                         width=self.width, height=self.height, fps=self.fps, recorded=recorded,
                         frames=len(self.rollout.source) if recorded else None,
                         live=isinstance(self.rollout.source, LiveSource), codec=self.codec,
-                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None)
+                        watch=None if watcher else self.audience.share(), role="watcher" if watcher else None,
+                        owner_key=None if watcher else self.owner_key)
 
     def stats(self) -> dc.StatsReport:
         return self.reports.stats(session_id=self.id, state=self.state, frame=self.rollout.frame_index,

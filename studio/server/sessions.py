@@ -15,6 +15,8 @@ from gbuffer.feed import FeedHub
 from gbuffer.source import Source
 from renderer import Renderer
 from renderer.base import RendererFull
+from studio.server.access import Ownership
+from studio.server.allocator import return_free_memory
 from studio.server.ice import peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
@@ -88,7 +90,8 @@ class SessionManager:
                              "try again when someone leaves")
         self._pending += 1
 
-    async def offer(self, req: OfferRequest) -> OfferAnswer:
+    async def offer(self, req: OfferRequest, owner: Ownership | None = None) -> OfferAnswer:
+        """`owner` (issue 26): the visitor's key and takes; without one only the admin token controls it."""
         offered_at = time.perf_counter()
         self._reserve()
         try:
@@ -105,8 +108,9 @@ class SessionManager:
             session = LiveSession(session_id, plan, source, render_session, peer, loop=loop, stamp=req.stamp,
                                   loop_playback=req.loop,
                                   observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at, takes=self.settings.takes,
-                                  max_watchers=self.settings.max_watchers, on_ended=self._end_soon)
+                                  offered_at=offered_at, max_watchers=self.settings.max_watchers,
+                                  on_ended=self._end_soon, owner_key=owner.key if owner else None,   # issue 26
+                                  takes=owner.takes if owner else self.settings.takes)
             # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
             # while the peers negotiate, not after: time to first frame
             session.start()
@@ -120,7 +124,7 @@ class SessionManager:
             self.sessions[session_id] = session
             self.sessions_started += 1
             self._watchdogs[session_id] = self.tasks.spawn(self._watch(session), name=f"watch-{session_id}")
-            return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session_id)
+            return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session_id, owner_key=session.owner_key)
         finally:
             self._pending -= 1
 
@@ -157,6 +161,8 @@ class SessionManager:
         await session.close()
         self.sessions.pop(session.id, None)
         await cancel_and_wait(self._watchdogs.pop(session.id, None))
+        # issue 29: what the session freed goes back to the system, not into the allocator's arenas for good
+        await asyncio.get_running_loop().run_in_executor(None, return_free_memory)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(self.end(s, "server shutting down") for s in list(self.sessions.values())))

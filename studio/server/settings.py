@@ -6,9 +6,12 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studio.server.access import DiskLimits
 from studio.takes import TakeStore
 from studio.takes.recorder import DEFAULT_MIN_FREE
 from webrtc.ice import IceConfig
+
+UPLOAD_FOLDER = "uploads"            # inside the data directory: visitors' uploads (studio/ui/uploads.py)
 
 
 @dataclass
@@ -19,6 +22,7 @@ class Settings:
     renderer: str = "reference"
     renderer_options: dict = field(default_factory=dict)   # e.g. {"weights": DIR} for flash
     token: str | None = None          # engine feeds must present it; required when listening beyond loopback
+    admin_token: str | None = None    # the operator's and presenter's: every session, GET /api/sessions (access.py)
     data_dir: Path | None = None      # recorded sequences a visitor may pick as `source` (paths inside only)
     width: int = 416
     height: int = 224
@@ -38,6 +42,7 @@ class Settings:
     take_min_free: int = DEFAULT_MIN_FREE   # bytes: a take stops cleanly when its disk has less free space
     osc_port: int | None = None       # OSC control over UDP (show control surfaces); None = off
     osc_host: str = "127.0.0.1"
+    osc_allow_remote: bool = False    # OSC carries no credentials: beyond loopback only when the operator says so
     osc_session: str | None = None    # the session OSC commands without /alaya/session/<id>/ go to; None = newest
     batch_wait_ms: float | None = None   # batch sessions of a renderer into shared passes, waiting at most this
     max_batch: int = 4                   # long for a late session's chunk (renderer/batching.py); None = off
@@ -45,6 +50,7 @@ class Settings:
     workers: int = 2                     # with `cluster`: render workers to keep
     worker_sessions: int = 2             # with `cluster`: sessions one worker hosts at most
     cluster_cpus: int | None = None      # with `cluster local`: CPUs the local Ray may use (default: all)
+    disk: DiskLimits = field(default_factory=DiskLimits)   # uploads and takes per visitor, and their byte quota
 
     @property
     def takes_path(self) -> Path:
@@ -53,14 +59,22 @@ class Settings:
         return Path(self.data_dir) / "takes" if self.data_dir is not None else Path("takes")
 
     @property
+    def uploads_path(self) -> Path:
+        return Path(self.data_dir) / UPLOAD_FOLDER
+
+    @property
     def takes(self) -> TakeStore:
         return TakeStore(self.takes_path, self.take_min_free)
 
     @property
     def loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -53,9 +53,9 @@ class TakeControl:
         if take is None:
             return {"recording": False}
         info = take.info
-        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": str(info.path)}
+        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": info.shown_path}
 
     def _stopped(self, info) -> None:
         """From the take's writer thread, once its files are closed."""
-        self.outbox.send(dc.TakeStopped(take_id=info.id, frames=info.frames, path=str(info.path),
+        self.outbox.send(dc.TakeStopped(take_id=info.id, frames=info.frames, path=info.shown_path,
                                         reason=info.stopped_because))

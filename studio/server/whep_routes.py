@@ -1,11 +1,11 @@
 """Watching a session without steering it: WHEP playback and the audience's watch page.
 
-- `POST /whep/{session_id}` (body `application/sdp`, `Authorization: Bearer KEY`) → 201, the SDP answer and a
-  `Location` for this playback; `DELETE` that location → 200. WHEP is the WebRTC-HTTP Egress Protocol
+- `POST /whep/{session_id}` (body `application/sdp`, `Authorization: Bearer KEY`) → 201, the SDP answer
+  and a `Location` for this playback; `DELETE` that location → 200. WHEP is the WebRTC-HTTP Egress Protocol
   (draft-ietf-wish-whep), so standard players can pull a session. KEY is the session's watch key (the owner's
-  `hello.watch.key`) or the studio's `--token`. The 201 also lists the studio's ICE servers as
-  `Link: <url>; rel="ice-server"` headers. Trickle ICE (PATCH) is not offered: answers carry every
-  candidate.
+  `hello.watch.key`), the owner's key, the admin token or the studio's `--token` (deps.watched_session). The
+  201 also lists the studio's ICE servers as `Link: <url>; rel="ice-server"` headers. Trickle ICE (PATCH) is
+  not offered: answers carry every candidate.
 - `GET /studio/watch/{session_id}?key=KEY`: the read-only watch page (video, active prompt, frame), itself a
   WHEP client that also opens a data channel for the session's status.
 """
@@ -19,10 +19,8 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 
 from studio.server import watchers
-from studio.server.deps import SessionDep, SettingsDep
+from studio.server.deps import SettingsDep, WatchedDep
 from studio.server.models import ErrorBody
-from studio.server.session import LiveSession
-from studio.server.settings import Settings
 
 MAX_SDP_BYTES = 100_000
 SDP = "application/sdp"
@@ -36,26 +34,13 @@ class PlaybackEnded(BaseModel):
     ended: bool = True
 
 
-def _authorised(session: LiveSession, settings: Settings, presented: str | None) -> None:
-    if not session.audience.admits(presented, settings.token):
-        raise HTTPException(401, "a watch key is required: Authorization: Bearer KEY (the key the session's "
-                            "owner shares) or ?key=KEY on a watch link; this one is missing or wrong",
-                            headers={"WWW-Authenticate": 'Bearer realm="alaya-studio"'})
-
-
-def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    return auth[7:].strip() if auth[:7].lower() == "bearer " else None
-
-
 @whep.post("/{session_id}", status_code=201, response_class=Response,
            responses={201: {"content": {SDP: {"schema": {"type": "string"}}},
                             "description": "the SDP answer; `Location`: this playback, to DELETE when done"}},
            openapi_extra={"requestBody": {"content": {SDP: {"schema": {"type": "string"}}}, "required": True}})
-async def whep_offer(session: SessionDep, settings: SettingsDep, request: Request) -> Response:
+async def whep_offer(session: WatchedDep, settings: SettingsDep, request: Request) -> Response:
     """Start a WHEP playback of a live session: the body is the player's SDP offer; the answer comes back with
     `Location`, the resource to DELETE when done."""
-    _authorised(session, settings, _bearer(request))
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != SDP:
         raise HTTPException(415, f"the body must be an SDP offer sent as Content-Type: {SDP}")
     body = await request.body()
@@ -73,22 +58,20 @@ async def whep_offer(session: SessionDep, settings: SettingsDep, request: Reques
 
 
 @whep.delete("/{session_id}/{watcher_id}", response_model=PlaybackEnded)
-async def whep_stop(watcher_id: str, session: SessionDep, settings: SettingsDep, request: Request) -> PlaybackEnded:
+async def whep_stop(watcher_id: str, session: WatchedDep) -> PlaybackEnded:
     """End one WHEP playback; the session and its other watchers go on."""
-    _authorised(session, settings, _bearer(request))
     if not await session.audience.remove(watcher_id):
         raise HTTPException(404, "no such playback (already ended?)")
     return PlaybackEnded()
 
 
 @whep.patch("/{session_id}/{watcher_id}", status_code=405, include_in_schema=False)
-async def whep_trickle(session_id: str, watcher_id: str) -> None:
+async def whep_trickle(watcher_id: str, session: WatchedDep) -> None:
     raise HTTPException(405, "trickle ICE is not supported: the answer carries every candidate",
                         headers={"Allow": "DELETE"})
 
 
 @watch_page.get("/{session_id}", response_class=HTMLResponse)
-async def watch(session: SessionDep, settings: SettingsDep, key: str | None = None) -> str:
-    """The audience's page for a watch link."""
-    _authorised(session, settings, key)
+async def watch(session: WatchedDep, key: str | None = None) -> str:
+    """The audience's page for a watch link (`key`: the watch key, checked by deps.watched_session)."""
     return files("studio.server").joinpath("watch.html").read_text()

@@ -66,6 +66,11 @@ class TakeInfo:
     timeline_frames: list[int] = field(default_factory=list)   # timeline frame of each take frame
     stopped_because: str | None = None
 
+    @property
+    def shown_path(self) -> str:
+        """The take's folder as answers name it: relative to the takes folder's parent, never absolute."""
+        return f"{self.path.parent.name}/{self.id}"
+
     def progress(self) -> dict:
         """What the page shows while recording."""
         return {"frames": self.frames, "seconds": round(time.time() - self.started_wall, 1)}
@@ -100,8 +105,9 @@ class TakeRecorder:
     """Records one take of one session. `add` is called by the session's worker and never waits."""
 
     def __init__(self, folder: Path, info: TakeInfo, on_stopped: Callable[[TakeInfo], None],
-                 reserve: DiskReserve):
+                 reserve: DiskReserve, max_bytes: int | None = None):
         self.info = info
+        self.max_bytes = max_bytes      # the room the studio's disk quota leaves this take (None: no quota)
         self.folder = folder
         self._reserve = reserve
         self._on_stopped = on_stopped
@@ -115,13 +121,13 @@ class TakeRecorder:
 
     @classmethod
     def start(cls, takes_dir: Path, on_stopped: Callable[[TakeInfo], None], *,
-              min_free_bytes: int = DEFAULT_MIN_FREE, **fields) -> "TakeRecorder":
+              min_free_bytes: int = DEFAULT_MIN_FREE, max_bytes: int | None = None, **fields) -> "TakeRecorder":
         take_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         folder = Path(takes_dir) / take_id
         try:
             folder.mkdir(parents=True)
         except OSError as exc:
-            raise TakeError(f"cannot create the take folder: {exc.strerror}", str(folder)) from None
+            raise TakeError(f"cannot create the take folder: {exc.strerror}", f"takes/{take_id}") from None
         try:
             reserve = DiskReserve(folder, min_free_bytes)
             if (why := reserve.check(0)) is not None:
@@ -129,8 +135,8 @@ class TakeRecorder:
                 raise OSError(why)
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)
-            raise TakeError(f"cannot start a take: {exc.strerror or exc}", str(folder)) from None
-        return cls(folder, TakeInfo(take_id, folder, **fields), on_stopped, reserve)
+            raise TakeError(f"cannot start a take: {exc.strerror or exc}", f"takes/{take_id}") from None
+        return cls(folder, TakeInfo(take_id, folder, **fields), on_stopped, reserve, max_bytes)
 
     def add(self, gbuffer: GBufferFrame, rgb: np.ndarray, conditioning: Conditioning, timeline_frame: int) -> None:
         """From the session's worker: hand one played frame over; stops the take if the writer is behind."""
@@ -171,7 +177,7 @@ class TakeRecorder:
                 mp4.write(rgb)
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + DISK_CHECK_S
-                    if (why := self._reserve.check(info.frames)) is not None:
+                    if (why := self._reserve.check(info.frames) or self._over_quota()) is not None:
                         self._stopped_early(f"recording stopped: {why}")
                         break
         except (UserError, OSError) as exc:
@@ -179,6 +185,12 @@ class TakeRecorder:
         finally:
             self._reserve.release()     # its room is what the closing writes below may need
             self._finish(gbuf, mp4)
+
+    def _over_quota(self) -> str | None:
+        if self.max_bytes is None:
+            return None
+        used = sum(p.stat().st_blocks * 512 for p in self.folder.iterdir() if p.is_file())
+        return "the studio's disk quota for takes is used up" if used >= self.max_bytes else None
 
     def _stopped_early(self, reason: str) -> None:
         self._stop_reason = reason

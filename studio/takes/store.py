@@ -51,8 +51,10 @@ class TakeStore:
     def __post_init__(self):
         self.folder = Path(self.folder)
 
-    def start(self, on_stopped: Callable[[TakeInfo], None], **fields) -> TakeRecorder:
-        return TakeRecorder.start(self.folder, on_stopped, min_free_bytes=self.min_free_bytes, **fields)
+    def start(self, on_stopped: Callable[[TakeInfo], None], max_bytes: int | None = None, **fields) -> TakeRecorder:
+        """A take recording now; `max_bytes`: the disk quota's room for it (it stops cleanly there)."""
+        return TakeRecorder.start(self.folder, on_stopped, min_free_bytes=self.min_free_bytes, max_bytes=max_bytes,
+                                  **fields)
 
     def finished(self) -> list[TakeSummary]:
         """Complete takes, newest first; folders being recorded (no take.json yet) or broken are left out."""

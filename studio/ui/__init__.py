@@ -38,7 +38,10 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
     if settings.data_dir is None:
         settings.data_dir = Path(tempfile.mkdtemp(prefix="alaya-data-"))
     cache = Path(cache_dir) if cache_dir is not None else CACHE_DIR
-    app.state.ui = routes.UIState(thumbnails=ThumbnailCache(cache / "thumbnails"), jobs=RenderJobs(cache / "renders"),
+    from studio.server.redact import hide_paths
+
+    jobs = RenderJobs(cache / "renders", lambda text: hide_paths(text, settings))
+    app.state.ui = routes.UIState(thumbnails=ThumbnailCache(cache / "thumbnails"), jobs=jobs,
                                   data_dir=Path(settings.data_dir).resolve(),
                                   upload_limit=upload_limit or routes.DEFAULT_UPLOAD_LIMIT)
     if prewarm_thumbnails:

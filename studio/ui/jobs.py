@@ -11,6 +11,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from alaya_errors import UserError
 from gbuffer.source import Source
@@ -38,6 +39,7 @@ class RenderJob:
     done: int = 0
     error: str | None = None
     metrics: dict = field(default_factory=dict)
+    owner: object = None            # the visitor who started it (studio.server.access.Visitor)
 
     def to_json(self) -> dict:
         return {"id": self.id, "state": self.state, "frames": self.frames, "done": self.done,
@@ -47,12 +49,15 @@ class RenderJob:
 
 
 class RenderJobs:
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, shown: Callable[[str], str] = str):
+        """`shown`: what a job's error may say (redact.hide_paths: no server paths)."""
         self.directory = Path(directory)
+        self.shown = shown
         self.jobs: dict[str, RenderJob] = {}
         self._lock = threading.Lock()
 
-    def start(self, frames: int | None, source: Source, renderer: Renderer, plan: SessionPlan) -> RenderJob:
+    def start(self, frames: int | None, source: Source, renderer: Renderer, plan: SessionPlan,
+              owner: object = None) -> RenderJob:
         """Render `frames` frames (default: the schedule's length) of `source` in a thread; the job owns
         `source` from here on. `plan` gives the schedule, size, fps, seed and the renderer's name."""
         schedule = plan.schedule
@@ -67,7 +72,7 @@ class RenderJobs:
                 raise JobError("a render is already running; wait for it to finish", "render")
             job_id = uuid.uuid4().hex[:10]
             self.directory.mkdir(parents=True, exist_ok=True)
-            job = RenderJob(job_id, frames, self.directory / f"render-{job_id}.mp4")
+            job = RenderJob(job_id, frames, self.directory / f"render-{job_id}.mp4", owner=owner)
             self.jobs[job_id] = job
 
         def run() -> None:
@@ -89,10 +94,10 @@ class RenderJobs:
                 job.metrics = metrics.to_json()
                 job.state = "done"
             except UserError as exc:
-                job.error, job.state = str(exc), "failed"
+                job.error, job.state = self.shown(str(exc)), "failed"
             except Exception as exc:          # a renderer bug: this job fails, the studio keeps running
                 log.exception("render job %s failed", job_id)
-                job.error, job.state = f"internal error: {type(exc).__name__}: {exc}", "failed"
+                job.error, job.state = self.shown(f"internal error: {type(exc).__name__}: {exc}"), "failed"
 
         threading.Thread(target=run, name=f"render-{job_id}", daemon=True).start()
         return job

@@ -14,12 +14,13 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.requests import HTTPConnection
 
+from alaya_errors import UserError
 from gbuffer.formats.sequence import input_kind
 from gbuffer.frame import GBufferError
 from prompt_presets import Conditioning, load_presets, resolve_prompt
 from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from studio.schedule.easing import EASINGS
-from studio.server.deps import FeedsDep, ManagerDep, SessionDep, SettingsDep
+from studio.server.deps import FeedsDep, KeyDep, ManagerDep, SessionDep, SettingsDep, VisitorDep, VisitorsDep
 from studio.server.models import ErrorBody, SessionOptions
 from studio.sources import ENGINE_INPUTS
 from studio.rollout import RenderedFrame
@@ -27,9 +28,11 @@ from studio.takes import TAKE_PREFIX
 from studio.ui import inspector
 from studio.ui.jobs import RenderJob, RenderJobs
 from studio.ui.thumbnails import ThumbnailCache
-from studio.ui.uploads import UPLOAD_FOLDER, UploadError, save_upload
+from studio.ui.uploads import UPLOAD_FOLDER, UploadError, save_upload, upload_path
 
-ERRORS = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 404: {"model": ErrorBody},
+          422: {"model": ErrorBody}}
+FULL = {409: {"model": ErrorBody}, 429: {"model": ErrorBody}, 507: {"model": ErrorBody}}
 router = APIRouter(prefix="/api/ui", tags=["studio ui"], responses=ERRORS)
 PNG = {200: {"content": {"image/png": {}}, "description": "a PNG image"}}
 DEFAULT_UPLOAD_LIMIT = 256 * 2**20
@@ -103,18 +106,24 @@ def recorded_sequences(data_dir: Path) -> list[str]:
 
 
 @router.get("/sources", response_model=list[SourceChoice])
-def sources(ui: UIDep, feeds: FeedsDep, settings: SettingsDep) -> list[SourceChoice]:
+def sources(ui: UIDep, feeds: FeedsDep, settings: SettingsDep, visitors: VisitorsDep,
+            key: KeyDep) -> list[SourceChoice]:
+    """What the caller may play: another visitor's uploads and takes are left out (access.py)."""
+    caller = visitors.find(key)
     out = [SourceChoice(id="engine", title="Built-in kart engine (click the video to drive)", kind="engine")]
-    out += [SourceChoice(id=name, title=name, kind="recorded") for name in recorded_sequences(ui.data_dir)]
+    out += [SourceChoice(id=name, title=name, kind="recorded") for name in recorded_sequences(ui.data_dir)
+            if visitors.may_use(caller, ui.data_dir / name)]
     out += [SourceChoice(id=f"feed:{f.name}", title=f"External engine {f.name} ({f.hello.width}x{f.hello.height})",
                          kind="feed") for f in feeds.feeds()]
-    out += [SourceChoice(id=TAKE_PREFIX + t.id, title=t.title, kind="take") for t in settings.takes.finished()]
+    out += [SourceChoice(id=TAKE_PREFIX + t.id, title=t.title, kind="take") for t in settings.takes.finished()
+            if visitors.may_use(caller, settings.takes_path / t.id)]
     return out
 
 
 @router.get("/takes/{take_id}/schedule", response_model=Schedule, response_model_exclude_none=True)
-def take_schedule(take_id: str, settings: SettingsDep) -> dict:
+def take_schedule(take_id: str, settings: SettingsDep, visitors: VisitorsDep, key: KeyDep) -> dict:
     """A take's schedule as played: what the timeline shows when the take is picked as the source."""
+    visitors.require_source(visitors.find(key), TAKE_PREFIX + take_id, None, settings.takes_path)
     return settings.takes.open(take_id).schedule.to_json()
 
 
@@ -126,14 +135,46 @@ class UploadResult(BaseModel):
     fps: float
 
 
-@router.put("/uploads/{name}", response_model=UploadResult)
-async def upload(name: str, request: Request, ui: UIDep) -> UploadResult:
-    """The request body is the file (.npy window or .gbuf.zip); it is checked by opening it as a sequence."""
+@router.put("/uploads/{name}", response_model=UploadResult, responses=FULL)
+async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, visitors: VisitorsDep) -> UploadResult:
+    """The request body is the file (.npy window or .gbuf.zip); it is checked by opening it as a sequence.
+    It needs the visitor's owner key; a visitor holds a few uploads at a time, and a name another visitor
+    uploaded is theirs (409). When full: 429 (your uploads) or 507 (the studio's disk quota)."""
     declared = int(request.headers.get("content-length") or 0)
     if declared > ui.upload_limit:
         raise UploadError(f"larger than the upload limit of {ui.upload_limit / 2**20:.1f} MiB", name)
-    path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit)
+    path = upload_path(ui.data_dir, name)
+    replacing = path.exists()
+    if replacing and not visitor.owns(path):
+        raise HTTPException(409, f"{name!r} is another visitor's upload; choose another name")
+    room = visitors.room(visitor, "uploads", replacing)
+    path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, room)
+    if path not in visitor.uploads:
+        visitor.uploads.append(path)
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
+
+
+@router.delete("/uploads/{name}", status_code=204, response_class=Response)
+def delete_upload(name: str, ui: UIDep, visitor: VisitorDep) -> None:
+    """Remove one of the visitor's uploads (frees its place and bytes); the admin token removes any."""
+    path = upload_path(ui.data_dir, name)
+    if not (path.is_file() and visitor.owns(path)):
+        raise HTTPException(404, f"you hold no upload {name!r}")
+    path.unlink()
+
+
+@router.delete("/takes/{take_id}", status_code=204, response_class=Response)
+def delete_take(take_id: str, settings: SettingsDep, visitor: VisitorDep) -> None:
+    """Remove one of the visitor's finished takes; the admin token removes any."""
+    import shutil
+
+    try:
+        folder = settings.takes.open(take_id).folder
+    except UserError:
+        folder = None
+    if folder is None or not visitor.owns(folder):
+        raise HTTPException(404, f"you hold no finished take {take_id!r}")
+    shutil.rmtree(folder)
 
 
 # ---- prompts ----------------------------------------------------------------------------------------------
@@ -250,26 +291,30 @@ class RenderJobInfo(BaseModel):
 
 
 @router.post("/renders", response_model=RenderJobInfo)
-def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep) -> dict:
+def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep, visitor: VisitorDep,
+                 visitors: VisitorsDep) -> dict:
     """Render the timeline offline as a live session of the same options would (size, renderer, seed, and
-    the server's limits on them); the built-in engine runs on autopilot."""
+    the server's limits on them); the built-in engine runs on autopilot. The job and its MP4 answer only to
+    the owner key that started it (and the admin token)."""
     if body.source in ENGINE_INPUTS:
         body = body.model_copy(update={"source": "demo"})
+    visitors.require_source(visitor, body.source, ui.data_dir, manager.settings.takes_path)
     plan = manager.plan(body)
     source = manager.open_source(plan, "render")     # a bad source is a 400 now, not a failed job later
     try:
         renderer = manager.renderer(plan.renderer)
-        job = ui.jobs.start(body.frames, source, renderer, plan)
+        job = ui.jobs.start(body.frames, source, renderer, plan, owner=visitor)
     except BaseException:
         source.close()
         raise
     return job.to_json()
 
 
-def render_job(job_id: str, ui: UIDep) -> RenderJob:
+def render_job(job_id: str, ui: UIDep, visitor: VisitorDep) -> RenderJob:
+    """The job, for the visitor who started it or the admin; one 404 for a job that is gone or not yours."""
     job = ui.jobs.jobs.get(job_id)
-    if job is None:
-        raise HTTPException(404, f"no render job {job_id!r}")
+    if job is None or not (visitor.admin or job.owner is visitor):
+        raise HTTPException(404, f"you have no render job {job_id!r}")
     return job
 
 

@@ -11,8 +11,9 @@ from alaya_errors import UserError
 from gbuffer.formats import open_sequence
 from gbuffer.formats.common import AtomicFile
 from gbuffer.frame import GBufferError
+from studio.server.access import QuotaFull
+from studio.server.settings import UPLOAD_FOLDER
 
-UPLOAD_FOLDER = "uploads"            # inside the studio's data directory: an offer names it as a source
 ACCEPTED_SUFFIXES = (".npy", ".gbuf.zip")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 
@@ -30,30 +31,40 @@ def check_name(name: str) -> str:
     return name
 
 
-async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, max_bytes: int) -> tuple[Path, dict]:
+def upload_path(data_dir: Path, name: str) -> Path:
+    return data_dir / UPLOAD_FOLDER / check_name(name)
+
+
+async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, max_bytes: int,
+                      room: int | None = None) -> tuple[Path, dict]:
     """Stream an upload into `data_dir/uploads/name`, then open it as a sequence and read its first frame
-    (in a worker thread); → (path, its `validate_sequence` info). Anything wrong removes the file and raises
-    UploadError with one line naming the problem."""
-    check_name(name)
-    folder = data_dir / UPLOAD_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
+    (in a worker thread); → (path, its `validate_sequence` info). Anything wrong removes what this upload wrote
+    and raises UploadError with one line naming the problem; past `room` bytes (the disk quota's), QuotaFull.
+    A file of that name is replaced only by an upload that arrives whole."""
+    path = upload_path(data_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     target = AtomicFile(path, ".part", hidden=True)
     size = 0
+    committed = False
     try:
         with open(target.tmp, "wb") as out:
             async for chunk in chunks:
                 size += len(chunk)
                 if size > max_bytes:
                     raise UploadError(f"larger than the upload limit of {max_bytes / 2**20:.1f} MiB", name)
+                if room is not None and size > room:
+                    raise QuotaFull("the studio's disk quota for uploads and takes is used up; this upload does "
+                                    "not fit", name, 507)
                 out.write(chunk)
         if size == 0:
             raise UploadError("the file is empty", name)
         target.commit()
+        committed = True
         info = await asyncio.get_running_loop().run_in_executor(None, validate_sequence, path)
     except BaseException:
         target.discard()
-        path.unlink(missing_ok=True)
+        if committed:
+            path.unlink(missing_ok=True)
         raise
     return path, info
 

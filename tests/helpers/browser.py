@@ -27,8 +27,18 @@ def wait_until(predicate, timeout: float, what):
     raise AssertionError(f"timed out after {timeout:g} s: {what() if callable(what) else what}")
 
 
+ADMIN = "admin-token-of-the-browser-tests"      # studio_with_ui's; GET /api/sessions is the admin's
+AS_ADMIN = {"Authorization": f"Bearer {ADMIN}"}
+
+
 def live_sessions(server) -> set[str]:
-    return {s["session_id"] for s in httpx.get(f"{server.url}/api/sessions", timeout=60).json()}
+    return {s["session_id"] for s in httpx.get(f"{server.url}/api/sessions", headers=AS_ADMIN, timeout=60).json()}
+
+
+def page_auth(page) -> dict[str, str]:
+    """The owner key the page got from its offer (it keeps it in sessionStorage), as request headers."""
+    key = page.evaluate("sessionStorage.getItem('alaya-owner-key')")
+    return {"Authorization": f"Bearer {key}"}
 
 
 @contextmanager
@@ -52,19 +62,22 @@ def status(page) -> dict:
 
 def server_schedule(server, page) -> dict:
     sid = page.evaluate("window.alayaStudio.sessionId")
-    return httpx.get(f"{server.url}/api/sessions/{sid}/schedule").json()
+    return httpx.get(f"{server.url}/api/sessions/{sid}/schedule", headers=page_auth(page)).json()
 
 
 def message(page) -> str:
     return page.locator("#alaya-message").inner_text()
 
 
+OWNER = "{ headers: { Authorization: `Bearer ${sessionStorage.getItem('alaya-owner-key')}` } }"   # the page's key
+
+
 def settled(page) -> None:
     """Wait until the session answered every schedule the page sent and the page shows the session's own."""
-    page.wait_for_function("""async () => { const s = window.alayaStudio;
+    page.wait_for_function("""async () => { const OWNER = %s; const s = window.alayaStudio;
         if (s.pendingSchedules) return false;
-        const doc = await (await fetch(`/api/sessions/${s.sessionId}/schedule`)).json();
-        return JSON.stringify(doc) === JSON.stringify(s.timeline.doc); }""", timeout=30_000)
+        const doc = await (await fetch(`/api/sessions/${s.sessionId}/schedule`, OWNER)).json();
+        return JSON.stringify(doc) === JSON.stringify(s.timeline.doc); }""" % OWNER, timeout=30_000)
 
 
 def record_statuses(page) -> None:
@@ -95,7 +108,7 @@ def studio_with_ui(cache_dir: Path, **settings):
     from studio.server.background import BackgroundServer
     from studio.ui import mount_ui
 
-    srv = BackgroundServer(Settings(port=0, **settings))
+    srv = BackgroundServer(Settings(port=0, **{"admin_token": ADMIN, **settings}))
     mount_ui(srv.app, cache_dir=cache_dir, upload_limit=4_000_000, prewarm_thumbnails=False)
     with srv:
         yield srv

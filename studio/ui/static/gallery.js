@@ -1,6 +1,6 @@
 // What a visitor picks: the preset gallery, the prompt box's transition, the blend, the source and uploads.
 // Mixed into the Studio (studio.js).
-import { api } from "./api.js";
+import { api, authorized } from "./api.js";
 
 const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
 const CLEAR_MATCH = 0.5;        // a top weight under this is a mix of styles, none of which the text names
@@ -89,7 +89,8 @@ export const gallery = {
   async upload(file) {
     this.say(`uploading ${file.name}…`, { ok: true, kind: "upload" });
     try {
-      const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file });
+      const res = await fetch(`/api/ui/uploads/${encodeURIComponent(file.name)}`, { method: "PUT", body: file,
+                                                                                 headers: authorized() });
       const data = await res.json().catch(() => ({}));
       if (!res.ok) throw new Error(data.error || `upload failed: HTTP ${res.status}`);
       this.fillSources(await api("GET", "/api/ui/sources"), data.source);

@@ -1,6 +1,6 @@
 // G-buffer inspector: once a second, the newest rendered frame's output and channels, with its metadata.
 // Mixed into the Studio (studio.js).
-import { api, sleep } from "./api.js";
+import { api, authorized, sleep } from "./api.js";
 
 const INSPECT_MS = 1000;
 
@@ -10,7 +10,7 @@ export const inspector = {
       await sleep(INSPECT_MS);
       if (!this.$("alaya-inspect").checked || !this.sessionId || this.root.classList.contains("presenter")) continue;
       try {
-        const res = await fetch(`/api/ui/sessions/${this.sessionId}/inspector.png`);
+        const res = await fetch(`/api/ui/sessions/${this.sessionId}/inspector.png`, { headers: authorized() });
         if (!res.ok) continue;
         const img = this.$("alaya-inspector"), old = img.src;
         img.src = URL.createObjectURL(await res.blob());

@@ -1,6 +1,6 @@
 // The player: the session's WebRTC peer connection, its data channel (docs/datachannel.md) and what the
 // server reports on it. Mixed into the Studio (studio.js): `this` is the page.
-import { api } from "./api.js";
+import { api, setOwnerKey } from "./api.js";
 import { refusal } from "./words.js";
 
 const ICE_GATHER_MS = 3000;
@@ -77,6 +77,7 @@ export const player = {
         schedule: this.timeline.doc, size: this.size });
       if (pc !== this.pc) return;
       this.sessionId = answer.session_id;
+      if (answer.owner_key) setOwnerKey(answer.owner_key);
       await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
       this.succeeded("source");
     } catch (err) {

@@ -1,6 +1,6 @@
 // Timeline glue: the editor (timeline.js) wired to the session — live application of edits, the server's
 // recorded switches, import/export and render-to-MP4. Mixed into the Studio (studio.js).
-import { api, sleep } from "./api.js";
+import { api, authorized, sleep } from "./api.js";
 import { Timeline, promptName } from "./timeline.js";
 import { plural } from "./words.js";
 
@@ -124,7 +124,8 @@ export const timelineGlue = {
     // the status beside the button says one thing at a time: the last render's result goes when a new one starts
     link.hidden = true; button.disabled = true; button.textContent = "Rendering…"; status.textContent = "";
     try {
-      let job = await api("POST", "/api/ui/renders", { schedule: this.timeline.doc, source: this.source, frames, size });
+      const request = { schedule: this.timeline.doc, source: this.source, frames, size };
+      let job = await api("POST", "/api/ui/renders", request);
       bar.hidden = false;
       while (job.state === "running") {
         bar.value = job.progress; button.textContent = `Rendering ${job.done}/${job.frames}…`;
@@ -134,7 +135,12 @@ export const timelineGlue = {
       bar.value = job.progress;
       if (job.state !== "done") throw new Error(job.error);
       status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
-      link.href = job.download; link.hidden = false;
+      // the MP4 answers only to the owner key, which a plain link cannot send: fetch it, offer the blob
+      const video = await fetch(job.download, { headers: authorized() });
+      if (!video.ok) throw new Error(`${job.download}: HTTP ${video.status}`);
+      if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
+      link.href = URL.createObjectURL(await video.blob()); link.download = `alaya-${job.id}.mp4`;
+      link.hidden = false;
       this.succeeded("render");
     } catch (err) { status.textContent = ""; bar.hidden = true; this.say(err.message, { kind: "render" }); }
     finally { button.disabled = false; button.textContent = "Render to MP4"; }

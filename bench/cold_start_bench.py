@@ -1,0 +1,103 @@
+"""Cold start: the first session after a fresh server start, over N starts, on a quiet machine or with one core
+kept busy.
+
+Each start runs `python app.py` as a subprocess. As soon as it answers /api/health (its start-up warm-ups, such as
+the free-text matcher's, still under way) one aiortc viewer opens a session on the built-in engine and waits for
+its first picture; then the server is stopped. Time to first frame = offer POSTed → first decoded picture, as in
+webrtc_bench. `--load` keeps one core busy for the whole run with a plain busy loop (another Python process
+spinning `while True: pass`), as a second job on the machine would.
+
+    python -m bench.cold_start_bench --starts 5 --size 416x224            # quiet
+    python -m bench.cold_start_bench --starts 5 --size 416x224 --load     # one core busy
+
+Prints one JSON line per start (stderr), then the summary (stdout): the first sessions' p50 and p95 (numpy's
+linear percentile over the starts), the worst, and the load average at the end. With each first frame it also
+reads the CPU seconds spent so far by the server process itself and by its child processes (the free-text
+matcher's model loads in one): where the start-up's CPU went, a figure other load on the machine hardly moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.harness import cpu_seconds, free_port, parser, start_server, stop, write_json
+from webrtc.client import StudioViewer
+
+BUSY_LOOP = "while True: pass"
+
+
+async def first_frame_ms(url: str, size: str) -> float:
+    viewer = StudioViewer(url, source="demo", size=size, keep_pixels=False)
+    try:
+        await viewer.start()
+        await viewer.wait_frames(1, timeout=120)
+        return (viewer.frames[0].received_at - viewer.offer_started) * 1e3
+    finally:
+        await viewer.close()
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):     # gone meanwhile
+            pass
+    return found
+
+
+def one_start(size: str) -> dict:
+    port = free_port()
+    t0 = time.monotonic()
+    server = start_server(port, 1, "reference")
+    try:
+        up_s = time.monotonic() - t0
+        ttff = asyncio.run(first_frame_ms(f"http://127.0.0.1:{port}", size))
+        own, helpers = cpu_seconds(server.pid), sum(cpu_seconds(c) for c in children(server.pid))
+    finally:
+        stop(server)
+    return {"ttff_ms": round(ttff, 1), "up_s": round(up_s, 2), "server_cpu_s": round(own, 2),
+            "children_cpu_s": round(helpers, 2), "load_average": round(os.getloadavg()[0], 2)}
+
+
+def main() -> int:
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--starts", type=int, default=5, help="fresh server starts (one first session each)")
+    ap.add_argument("--size", default="416x224")
+    ap.add_argument("--load", action="store_true", help="keep one core busy with a busy loop meanwhile")
+    args = ap.parse_args()
+    if args.starts < 1:
+        ap.error("--starts must be at least 1")
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if args.load else None
+    rows = []
+    try:
+        for i in range(args.starts):
+            rows.append({"start": i, **one_start(args.size)})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        if busy is not None:
+            stop(busy)
+    ms = np.asarray([r["ttff_ms"] for r in rows])
+    result = {"size": args.size, "load": "one core busy" if args.load else "quiet", "starts": len(rows),
+              "ttff_p50_ms": round(float(np.percentile(ms, 50)), 1),
+              "ttff_p95_ms": round(float(np.percentile(ms, 95)), 1), "ttff_max_ms": round(float(ms.max()), 1),
+              "ttff_ms": [r["ttff_ms"] for r in rows], "up_s_median": float(np.median([r["up_s"] for r in rows])),
+              "server_cpu_s_median": float(np.median([r["server_cpu_s"] for r in rows])),
+              "children_cpu_s_median": float(np.median([r["children_cpu_s"] for r in rows])),
+              "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+    print(json.dumps(result))
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
