@@ -134,6 +134,7 @@ export const timelineGlue = {
       }
       bar.value = job.progress;
       if (job.state !== "done") throw new Error(job.error);
+      button.textContent = "Fetching the MP4…";       // rendered: the button no longer says it renders
       status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
       // the MP4 answers only to the owner key, which a plain link cannot send: fetch it, offer the blob
       const video = await fetch(job.download, { headers: authorized() });
