@@ -94,7 +94,15 @@ class LiveSession:
         self.track.on_first_recv = install
 
     async def close(self) -> None:
-        """Stop the worker, free the rollout (source, render session), close the peer. Safe to call twice."""
+        """Stop the session, then close its peer. Safe to call twice."""
+        await self.stop()
+        if self.pc is not None:
+            await close_peer(self.pc)
+
+    async def stop(self) -> None:
+        """Stop the worker and free the rollout (source, render session); the peer stays open. Its close can take
+        tens of seconds (aiortc releases a TURN allocation with retries when the TURN server has gone), and the
+        studio must not count the session as live meanwhile (SessionManager.end). Safe to call twice."""
         if self.state == "closed":
             return
         self.worker.stop()
@@ -106,8 +114,6 @@ class LiveSession:
             await self.loop.run_in_executor(None, self.rollout.close)
         else:
             log.warning("session %s: worker did not stop within 10 s", self.id)
-        if self.pc is not None:
-            await close_peer(self.pc)
 
     def _gone(self, reason: str) -> None:
         if self._on_ended is not None and self.state != "closed":

@@ -158,9 +158,10 @@ class SessionManager:
         if session.state == "closed":
             return
         log.info("session %s ends: %s", session.id, reason)
-        await session.close()
+        await session.stop()
         self.sessions.pop(session.id, None)
         await cancel_and_wait(self._watchdogs.pop(session.id, None))
+        await session.close()    # the peer, last: slow when its TURN server has gone
         # issue 29: what the session freed goes back to the system, not into the allocator's arenas for good
         await asyncio.get_running_loop().run_in_executor(None, return_free_memory)
 
