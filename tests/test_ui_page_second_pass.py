@@ -197,12 +197,19 @@ def test_the_visitors_timeline_survives_a_reload_and_the_page_says_so(browser, s
     try:
         page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
         settled(page)
-        kept = page.evaluate("window.alayaStudio.timeline.doc")
+        kept = server_schedule(server, page)           # the session's own form of it (defaults filled in)
+        assert len(kept["segments"]) == 3, kept
+        blocks = lambda: [(b["start"], b["prompts"][0]["preset"])                     # noqa: E731
+                          for b in page.evaluate("window.alayaStudio.timeline.doc.segments")]
         page.reload()
         wait_until(lambda: page.evaluate("window.alayaStudio?.sessionId"), 60, "no session after the reload")
-        assert page.evaluate("window.alayaStudio.timeline.doc") == kept
-        assert server_schedule(server, page) == kept                   # the new session plays it
-        assert "your timeline is back" in message(page) and "3 blocks" in message(page)
+        # the page restores the timeline and sends it once the new session said hello: wait for each, in turn
+        wait_until(lambda: blocks() == [(0, "polar"), (100, "volcano"), (200, "deep_sea")], 30,
+                   lambda: f"the page shows {blocks()}")
+        wait_until(lambda: server_schedule(server, page) == kept, 30,               # the new session plays it
+                   lambda: f"the session plays {server_schedule(server, page)}")
+        wait_until(lambda: "your timeline is back" in message(page) and "3 blocks" in message(page), 30,
+                   lambda: f"said {message(page)!r}")
         assert "kept in this browser" in page.locator("#tl-kept").inner_text()      # said before any reload too
         page.evaluate("localStorage.setItem('alaya-studio.timeline:engine', '{\"version\": 1, \"segments\": []}')")
         page.reload()                                                  # a damaged copy: a fresh timeline, no error
