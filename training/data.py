@@ -195,5 +195,7 @@ class PairedClips:
         return [names[i] for i in which], torch.tensor(prompt)
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
-        """(B, T, 3, H, W) RGB only (codec training)."""
-        return torch.stack([self._rgb(k, s) for k, s in self._picks(batch, generator)])
+        """(B, T, 3, H, W) RGB only (codec training); with styles each clip in one drawn style."""
+        picks = self._picks(batch, generator)
+        styles, _ = self._draw_styles(picks, generator)
+        return torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, styles or [None] * batch)])

@@ -8,6 +8,8 @@
                  ("flow"), then self-rollout history ("rollout") from `rollout_start` of the steps on, for
                  `rollout_prob` of the batches; up to `history_chunks` warm-up chunks fill the history first;
                  --gan-weight W > 0 adds the patch-GAN term (gan.py)
+    refiner      --refiner: after the steps, the G-buffer refiner (renderer/flash/refiner.py) is fitted on the
+                 trained model's own decoded frames (refiner_fit.py) and exported beside the decoder
     LoRA         --lora-rank R: peft adapters on the transformer's attention (targets are an option), plus the
                  text sink trained fully; merged into the exported weights (the adapter is also saved)
     devices      bf16 autocast and gradient checkpointing on CUDA; torchrun → DDP (FSDP with --fsdp)
@@ -29,6 +31,7 @@ import torch
 
 from gbuffer.formats import open_sequence
 from prompt_presets.phrasings import all_phrasings
+from prompt_presets.resolve import resolve_prompt
 from renderer.flash.config import TEMPORAL_SCALE, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
@@ -41,6 +44,8 @@ from training.data import PairedClips
 from training.errors import TrainingError
 from training.gan import GanTerm
 from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_reach_long
+from training.refiner_fit import Look, RefinerSettings, fit_refiner
+from training.style_targets import style_frames
 from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
@@ -85,6 +90,10 @@ class TrainSettings:
     fsdp: bool = False
     gradient_checkpointing: bool | None = None     # None: on for CUDA
     cache_targets: bool = True       # our codec's RGB latents computed once per recording (clips start every 4th frame)
+    refiner: bool = False            # fit and export the G-buffer refiner after the steps (refiner_fit.py)
+    refiner_steps: int = 300         # its context branch's Adam steps
+    refiner_windows: int = 2         # streamed windows per (recording, look) it is fitted on
+    refiner_frames: int = 24         # frames per window
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -113,6 +122,11 @@ def check_settings(s: TrainSettings) -> FlashConfig:
         raise TrainingError("the GAN weight must be >= 0 and the interval share in [0, 1]", "--gan-weight")
     if s.lora_rank < 0:
         raise TrainingError(f"must be >= 0, got {s.lora_rank}", "--lora-rank")
+    if s.refiner and config.name == "full":
+        raise TrainingError("the G-buffer refiner is for small configs; the full config keeps the official layout",
+                            "--refiner")
+    if s.refiner and min(s.refiner_steps, s.refiner_windows, s.refiner_frames) < 1:
+        raise TrainingError("refiner steps, windows and frames must be at least 1", "--refiner-steps")
     if s.weights is None and config.name == "full":
         raise TrainingError("the full 1.3B model is fine-tuned from its weights: give --weights DIR", "--config")
     if s.weights is None and s.codec is None:
@@ -393,6 +407,21 @@ class Trainer:
             bookkeeping.draw_loss_curve(self.log.records(), self.out / bookkeeping.LOSS_PNG)
         self.dist.barrier()
 
+    def refiner_looks(self) -> list[Look]:
+        """What the refiner routes among: the run's styles, else each distinct recording prompt (its RGB)."""
+        recs = self.data.recordings
+        styles = self.data.styles
+        if styles is not None:
+            from renderer import create_renderer
+
+            reference = create_renderer("reference")
+            return [Look(name, resolve_prompt(name).text, styles.phrasings(name), list(range(len(recs))),
+                         lambda k, idx, name=name: style_frames(recs[k], name, idx, renderer=reference))
+                    for name in styles.names]
+        return [Look(text[:40], text, (text,), [k for k, r in enumerate(recs) if r.prompt == text],
+                     lambda k, idx: recs[k].rgb[idx].permute(0, 2, 3, 1).contiguous().numpy())
+                for text in self.data.prompts]
+
     def export(self) -> None:
         """OUT_DIR in the official layout (+ our RGB encoder beside the decoder, + the LoRA adapter)."""
         if not self.dist.is_main:
@@ -403,8 +432,15 @@ class Trainer:
             transformer.save_pretrained(str(self.out / LORA_DIR))       # the adapter alone, for reference
             transformer = transformer.merge_and_unload()
         m = self.modules
-        pipe = FlashPipeline(self.config, transformer, copy.deepcopy(trainee.gbuffer_encoder).cpu(),
-                             copy.deepcopy(m.decoder).cpu(), m.bank, "cpu", torch.float32)
+        config = dataclasses.replace(self.config, refiner_looks=0)
+        modules = (transformer, copy.deepcopy(trainee.gbuffer_encoder).cpu(), copy.deepcopy(m.decoder).cpu(), m.bank)
+        pipe = FlashPipeline(config, *modules, "cpu", torch.float32)
+        if self.s.refiner:
+            settings = RefinerSettings(windows=self.s.refiner_windows, window_frames=self.s.refiner_frames,
+                                       steps=self.s.refiner_steps, seed=self.s.seed)
+            refiner, _ = fit_refiner(pipe, self.data.recordings, self.refiner_looks(), settings, self.out)
+            config = dataclasses.replace(config, refiner_looks=refiner.looks, refiner_hidden=settings.hidden)
+            pipe = FlashPipeline(config, *modules, "cpu", torch.float32, refiner)
         pipe.save(self.out)
         if m.rgb_encoder is not None:
             save_codec(m.rgb_encoder.cpu(), self.out, {"trained_with": "train"})

@@ -67,6 +67,10 @@ class FlashConfig:
     gbuffer_stem_stride: Literal[1, 2] = 1                          # 2: first conv steps (cheap to train on a CPU)
     decoder_channels: tuple[int, int, int, int] = (256, 128, 64, 64)   # TAEHV decoder widths
     trim_startup_frames: bool = False  # TAEHV alignment: latent j → frames 4j-3..4j, first 3 decoded dropped
+    # G-buffer refiner after the decoder (renderer/flash/refiner.py; small configs, `train --refiner`): the looks
+    # (styles) it routes among, 0 = none (the official layout, `full`); its context branch's width
+    refiner_looks: int = Field(0, ge=0)
+    refiner_hidden: int = Field(16, ge=1)
     # streaming: latent frames per chunk and history sizes (long, mid, short) in latent frames
     chunk_latents: int = Field(4, ge=1)
     history_sizes: tuple[int, int, int] = (16, 2, 1)

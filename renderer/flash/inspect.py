@@ -31,7 +31,7 @@ def key_tree(infos: dict) -> dict:
 def file_report(check, card_bytes: float, tolerance: float) -> dict:
     infos = check.infos
     size = sum(i.nbytes for i in infos.values())
-    ratio = size / card_bytes if card_bytes else None
+    ratio = size / card_bytes if card_bytes else None          # None: a file of ours, not on the model card
     return {
         "verdict": "loads" if check.ok else "does not load",
         "errors": [str(e) for e in check.errors],
@@ -57,12 +57,14 @@ def render_text(report: dict) -> str:
     lines = [f"{report['dir']}: {'loads' if report['loads'] else 'DOES NOT LOAD'} "
              f"(config {report['config']['name'] if report['config'] else '?'}, text_sink {report['text_sink']}"
              f"{', mean flow: t and t - r embedded' if report.get('mean_flow') else ''})"]
+    if report.get("decoder"):
+        lines.append(f"decoder: {report['decoder']}")
     for name, f in report["files"].items():
         card = f["card"]
+        on_card = (f"card {_size(card['bytes'])} ({'agrees' if card['agrees'] else 'differs'}"
+                   f"{', x' + str(card['ratio']) if card['ratio'] else ''})") if card["bytes"] else "not on the card"
         lines.append(f"\n{name}: {f['verdict']}; {f['tensors']} tensors, {_size(f['bytes'])}, "
-                     f"{', '.join(f'{d} x{n}' for d, n in f['dtypes'].items()) or 'no dtypes'}; card "
-                     f"{_size(card['bytes'])} ({'agrees' if card['agrees'] else 'differs'}"
-                     f"{', x' + str(card['ratio']) if card['ratio'] else ''})"
+                     f"{', '.join(f'{d} x{n}' for d, n in f['dtypes'].items()) or 'no dtypes'}; {on_card}"
                      + (f"; family {f['family']}" if f["family"] else ""))
         for label in ("errors", "notes"):
             lines += [f"  {label[:-1]}: {m}" for m in f[label]]

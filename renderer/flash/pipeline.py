@@ -2,7 +2,8 @@
 
     encode_gbuffer: G-buffer frames (B, T, 5, 3, H, W) → G-buffer latent (B, 80, t, h, w)
     denoise:        noise + G-buffer latent + history + prompt → clean RGB latent (B, 16, t, h, w), 4 steps
-    decode:         RGB latent → RGB frames (B, T, 3, H, W), stateful across chunks
+    decode:         RGB latent → RGB frames (B, T, 3, H, W), stateful across chunks; with a G-buffer refiner
+                    (small configs, refiner.py) the chunk's G-buffer frames and prompt refine them at full size
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Callable
 import torch
 
 from prompt_presets.presets import load_presets
+from renderer.base import RendererError
 from renderer.device import pick_device
 from renderer.flash.checkpoint import KeyMap
 from renderer.flash.config import FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
 from renderer.flash.history import HistoryInputs
+from renderer.flash.refiner import GBufferRefiner
 from renderer.flash.sampler import FewStepSampler
 from renderer.flash.taehv import StreamMemory
 from renderer.flash.text import (CACHE_FILE, PromptBank, SentenceProjection, load_cache, prompt_encoder,
@@ -49,12 +52,19 @@ def cast_transformer(model: FlashTransformer, dtype: torch.dtype) -> FlashTransf
 class FlashPipeline:
     def __init__(self, config: FlashConfig, transformer: FlashTransformer, gbuffer_encoder: GBufferEncoder,
                  decoder: TinyDecoder, prompts: PromptBank, device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, refiner: GBufferRefiner | None = None):
+        if bool(config.refiner_looks) != (refiner is not None):
+            raise RendererError(f"config {config.name} has refiner_looks={config.refiner_looks} but "
+                                f"{'no' if refiner is None else 'a'} refiner was given")
+        if refiner is not None and config.trim_startup_frames:
+            raise RendererError("the G-buffer refiner needs the default alignment (trim_startup_frames off): "
+                                "its decoded frame i must show G-buffer frame i")
         self.config = config
         self.device, self.dtype = torch.device(device), dtype
         self.transformer = cast_transformer(transformer.to(self.device), dtype).eval().requires_grad_(False)
         self.gbuffer_encoder = gbuffer_encoder.to(self.device, dtype).eval().requires_grad_(False)
         self.decoder = decoder.to(self.device, dtype).eval().requires_grad_(False)
+        self.refiner = refiner.to(self.device, dtype).eval().requires_grad_(False) if refiner is not None else None
         self.prompts = prompts
         self.sampler = FewStepSampler.from_config(config)
 
@@ -73,10 +83,12 @@ class FlashPipeline:
         torch.manual_seed(seed)
         with torch.device(device):          # build in place: a full model on the GPU needs no CPU copy
             modules = cls.build_modules(config)
+            refiner = (GBufferRefiner(config.refiner_looks, config.text_dim, config.refiner_hidden)
+                       if config.refiner_looks else None)
         texts = preset_prompts() + list(prompts or [])
         bank = PromptBank(config.text_len, config.text_dim,
                           {t: random_embedding(t, config.text_len, config.text_dim) for t in texts})
-        return cls(config, *modules, bank, device, dtype or default_dtype(device))
+        return cls(config, *modules, bank, device, dtype or default_dtype(device), refiner)
 
     @classmethod
     def from_dir(cls, root: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
@@ -89,26 +101,28 @@ class FlashPipeline:
         dtype = dtype or default_dtype(device)
         plan = layout.WeightsPlan(root, key_map)
         transformer, gbuffer_encoder, decoder = plan.load(device, dtype)
+        refiner = plan.load_refiner(device, dtype)
         config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels)
         cache_path = root / CACHE_FILE
         cached = load_cache(cache_path) if cache_path.is_file() else {}
         encoder = prompt_encoder(config.text_encoder, root, config.text_len, config.text_dim, text_encoder, device)
         bank = PromptBank(config.text_len, config.text_dim, cached, encoder, prompt_fallback, cache_path)
-        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype)
+        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype, refiner)
 
     def save(self, root: str | Path, dtype: torch.dtype | None = None) -> None:
         """Write this pipeline in the official layout (plus its prompt cache)."""
         root = Path(root)
         dtype = dtype or (torch.bfloat16 if self.config.name == "full" else torch.float32)
-        layout.save_layout(root, self.config, self.transformer, self.gbuffer_encoder, self.decoder, dtype)
+        layout.save_layout(root, self.config, self.transformer, self.gbuffer_encoder, self.decoder, dtype,
+                           self.refiner)
         save_cache(root / CACHE_FILE, self.prompts.cached)
         if isinstance(self.prompts.encoder, SentenceProjection):       # what a "minilm" config loads beside it
             self.prompts.encoder.save(root)
 
     def parameter_counts(self) -> dict[str, int]:
-        return {name: sum(p.numel() for p in m.parameters())
-                for name, m in (("transformer", self.transformer), ("gbuffer_encoder", self.gbuffer_encoder),
-                                ("decoder", self.decoder))}
+        modules = [("transformer", self.transformer), ("gbuffer_encoder", self.gbuffer_encoder),
+                   ("decoder", self.decoder)] + ([("refiner", self.refiner)] if self.refiner is not None else [])
+        return {name: sum(p.numel() for p in m.parameters()) for name, m in modules}
 
     # ---- one chunk ----------------------------------------------------------------------------------------
     @property
@@ -144,5 +158,15 @@ class FlashPipeline:
                 on_step(i)
         return x
 
-    def decode(self, latents: torch.Tensor, stream: StreamMemory) -> torch.Tensor:
-        return self.decoder(latents.to(self.dtype), stream).float()
+    def decode(self, latents: torch.Tensor, stream: StreamMemory, gbuffer: torch.Tensor | None = None,
+               prompt: torch.Tensor | None = None) -> torch.Tensor:
+        """latents (B, 16, t, h, w) → frames (B, 4t, 3, H, W) in [0, 1]. With a refiner and `gbuffer` (the
+        G-buffer frames (B, >= 4t, 5, 3, H, W) in [0, 1] the latents were drawn from, frame for frame) and
+        `prompt` (B, L, D), the refiner adds the detail the latent lost; without `gbuffer` the decoder's frames."""
+        frames = self.decoder(latents.to(self.dtype), stream)
+        if self.refiner is not None and gbuffer is not None:
+            if prompt is None:
+                raise RendererError("the G-buffer refiner needs the chunk's prompt embedding")
+            frames = self.refiner.refine_frames(frames, gbuffer.to(self.device, self.dtype),
+                                                prompt.to(self.device, self.dtype))
+        return frames.float()

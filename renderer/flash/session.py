@@ -59,6 +59,7 @@ class PreparedChunk:
     history: HistoryInputs
     fresh_noise: Callable[[], torch.Tensor]  # this session's next noise draw (re-noising samplers)
     timer: StageClock
+    gbuffer: torch.Tensor | None = None      # (1, T, 5, 3, H, W) in [0, 1]: what a G-buffer refiner sees at decode
 
 
 class FlashSession(RenderSession):
@@ -115,7 +116,7 @@ class FlashSession(RenderSession):
                 timer.lap("recache")
             t = gbuffer_latent.shape[2]
             return PreparedChunk(len(frames), prompt, gbuffer_latent, self._noise(t), self.history.inputs(t),
-                                 lambda: self._noise(t), timer)
+                                 lambda: self._noise(t), timer, x)
 
     def render_stream(self, frames: Sequence[GBufferFrame],
                       conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
@@ -131,7 +132,8 @@ class FlashSession(RenderSession):
         left = chunk.frames
         for j in range(latent.shape[2]):
             with torch.inference_mode():
-                rgb = pipe.decode(latent[:, :, j:j + 1], self.memory)[0, :left]
+                rgb = pipe.decode(latent[:, :, j:j + 1], self.memory, chunk.gbuffer[:, TEMPORAL_SCALE * j:],
+                                  chunk.prompt)[0, :left]
             timer.lap("decode")
             left -= len(rgb)
             self.frames_rendered += len(rgb)
@@ -143,7 +145,7 @@ class FlashSession(RenderSession):
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
             self.history.push(latent, chunk.gbuffer_latent)
-            rgb = pipe.decode(latent, self.memory)[0, : chunk.frames]
+            rgb = pipe.decode(latent, self.memory, chunk.gbuffer, chunk.prompt)[0, : chunk.frames]
             timer.lap("decode")
         self.last_prompt = chunk.prompt
         self.frames_rendered += chunk.frames

@@ -7,6 +7,8 @@
     DIR/gbuf_small_encoder.safetensors                  G-buffer encoder, family read from its shapes
     DIR/tiny_decoder/taew2_1_ft.safetensors             TAEHV decoder (decoder.N...; encoder.* ignored)
     DIR/text_embeddings.safetensors                     prompt-embedding cache (ours; optional)
+    DIR/gbuffer_refiner.safetensors                     G-buffer refiner (ours; only when the config's
+                                                        refiner_looks > 0: small configs, renderer/flash/refiner.py)
 
 `WeightsPlan(DIR)` reads only safetensors headers and config.json: it builds the modules on the meta device (no
 memory), compares keys and shapes and keeps, per file, what is missing / unexpected / mismatched. `inspect`
@@ -35,6 +37,7 @@ from renderer.flash.config import HELIOS_SHAPE_ARGS, LATENT_CHANNELS, FlashConfi
 from renderer.flash.decoder import TinyDecoder, decoder_channels
 from renderer.flash.families import key_patterns, match_family, state_shapes
 from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
+from renderer.flash.refiner import GBufferRefiner
 from renderer.flash.taehv import TGrow
 from renderer.flash.text import PROJECTION_FILE
 from renderer.flash.transformer import SINK_PREFIX, FlashTransformer, TextSink, is_sink_key, sink_families
@@ -47,11 +50,13 @@ TRANSFORMER_INDEX = "transformer/diffusion_pytorch_model.safetensors.index.json"
 TRANSFORMER_PARTIAL = "transformer_partial.safetensors"
 GBUFFER_ENCODER = "gbuf_small_encoder.safetensors"
 TINY_DECODER = "tiny_decoder/taew2_1_ft.safetensors"
+REFINER = "gbuffer_refiner.safetensors"
 TRANSFORMER = "transformer/"
 # what init-random writes into the partial (Flash additions); a real partial may hold any transformer key
 PARTIAL_PREFIXES = ("patch_embedding.", "patch_short.", "patch_mid.", "patch_long.",
                     "norm_out.scale_shift_table", "text_sink.")
-# sizes on the public model card (bytes); rounded there, so "agrees" means within CARD_TOLERANCE
+# sizes on the public model card (bytes); rounded there, so "agrees" means within CARD_TOLERANCE (the refiner
+# is ours: not on the card)
 CARD_BYTES = {TRANSFORMER: 3.1e9, TRANSFORMER_PARTIAL: 0.3e9, GBUFFER_ENCODER: 37e6, TINY_DECODER: 45e6}
 CARD_TOLERANCE = 0.10
 SHOWN_KEYS = 6
@@ -173,12 +178,15 @@ class WeightsPlan:
         if self.config is not None and self.config.text_encoder == "minilm" and not projection.is_file():
             # the config's sentence encoder cannot embed a prompt without its projection (renderer/flash/text.py)
             self.files[TRANSFORMER].errors.append(WeightsError("file is missing", str(projection)))
+        if self.config is not None and self.config.refiner_looks:
+            self.files[REFINER] = FileCheck(REFINER)
         for name, check in self.files.items():
             self._read(check, None if name == TRANSFORMER else [self.root / name])
         if self.config is not None:
             self._check_transformer()
             self._check_encoder()
             self._check_decoder()
+            self._check_refiner()
 
     # ---- reading ------------------------------------------------------------------------------------------
     def _read(self, check: FileCheck, paths: list[Path] | None) -> None:
@@ -281,6 +289,28 @@ class WeightsPlan:
         check.compare(expected)
         check.family = f"TAEHV decoder, widths {self.decoder_channels}"
 
+    def _refiner_shape(self) -> GBufferRefiner:
+        with torch.device("meta"):
+            return GBufferRefiner(self.config.refiner_looks, self.config.text_dim, self.config.refiner_hidden)
+
+    def _check_refiner(self) -> None:
+        check = self.files.get(REFINER)
+        if check is None or check.errors:
+            return
+        refiner = self._refiner_shape()
+        check.compare(state_shapes(refiner))
+        check.family = (f"G-buffer refiner, {refiner.looks} looks, context width {self.config.refiner_hidden} "
+                        f"({refiner.parameter_count():,} params)")
+
+    @property
+    def decoder_variant(self) -> str:
+        """What decodes: the TAEHV decoder, alone or followed by the G-buffer refiner (`flash inspect`)."""
+        widths = self.decoder_channels or (self.config.decoder_channels if self.config else None)
+        text = f"TAEHV tiny decoder, widths {widths}"
+        if self.config is not None and self.config.refiner_looks:
+            text += f" + G-buffer refiner ({self._refiner_shape().parameter_count():,} params)"
+        return text
+
     @staticmethod
     def _tgrow_keys(decoder: TinyDecoder) -> list[str]:
         return [f"decoder.{i}.conv.weight" for i, b in enumerate(decoder.decoder) if isinstance(b, TGrow)]
@@ -316,6 +346,16 @@ class WeightsPlan:
         _assign(decoder, dec_state)
         return transformer, encoder, decoder
 
+    def load_refiner(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+                     ) -> GBufferRefiner | None:
+        """The G-buffer refiner the config names (None when it names none); call after `load`."""
+        self.raise_if_broken()
+        if REFINER not in self.files:
+            return None
+        refiner = self._refiner_shape()
+        _assign(refiner, {k: load_tensor(i, device, dtype) for k, i in self.files[REFINER].infos.items()})
+        return refiner
+
     # ---- the report ---------------------------------------------------------------------------------------
     def report(self) -> dict:
         """What `alaya-studio flash inspect` prints: per file tensors, bytes, dtypes, key tree, verdict, card."""
@@ -325,7 +365,9 @@ class WeightsPlan:
                 "config": self.config.to_json() if self.config else None,
                 "text_sink": "used" if self.sink is not None else "unused",
                 "mean_flow": bool(self.config and self.config.interval_embedding),   # the interval embedding
-                "files": {name: file_report(f, CARD_BYTES[name], CARD_TOLERANCE) for name, f in self.files.items()}}
+                "decoder": self.decoder_variant,
+                "files": {name: file_report(f, CARD_BYTES.get(name), CARD_TOLERANCE)
+                          for name, f in self.files.items()}}
 
 
 def _relative(where: str | None, root: Path) -> str:
@@ -343,8 +385,12 @@ def _assign(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
 
 
 def save_layout(root: Path, config: FlashConfig, transformer: nn.Module, gbuffer_encoder: nn.Module,
-                decoder: nn.Module, dtype: torch.dtype = torch.float32) -> None:
-    """Write the modules in the official layout (the text cache is written by the caller)."""
+                decoder: nn.Module, dtype: torch.dtype = torch.float32, refiner: nn.Module | None = None) -> None:
+    """Write the modules in the official layout (the text cache is written by the caller), and the refiner
+    beside them when the config has one."""
+    if bool(config.refiner_looks) != (refiner is not None):
+        raise WeightsError(f"config refiner_looks={config.refiner_looks} but "
+                           f"{'no' if refiner is None else 'a'} refiner was given", str(root))
     (root / "transformer").mkdir(parents=True, exist_ok=True)
     (root / "tiny_decoder").mkdir(parents=True, exist_ok=True)
 
@@ -360,4 +406,6 @@ def save_layout(root: Path, config: FlashConfig, transformer: nn.Module, gbuffer
     save_file(tensors(transformer, lambda k: k.startswith(PARTIAL_PREFIXES)), str(root / TRANSFORMER_PARTIAL))
     save_file(tensors(gbuffer_encoder), str(root / GBUFFER_ENCODER))
     save_file(tensors(decoder), str(root / TINY_DECODER))
+    if refiner is not None:
+        save_file(tensors(refiner), str(root / REFINER))
 

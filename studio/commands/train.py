@@ -71,6 +71,13 @@ def train_parser() -> argparse.ArgumentParser:
                         "(default: enough to reach the long tier)")
     p.add_argument("--gan-weight", type=float, default=0.0,
                    help="weight of the patch-GAN term on decoded frames (default 0: off)")
+    p.add_argument("--refiner", action=argparse.BooleanOptionalAction, default=False,
+                   help="small configs: after the steps fit the G-buffer refiner (full-resolution detail from the "
+                        "G-buffer) on the model's own decoded frames and export it (default off)")
+    p.add_argument("--refiner-steps", type=int, default=300, help="the refiner's gradient steps (default 300)")
+    p.add_argument("--refiner-windows", type=int, default=2,
+                   help="streamed windows per recording and style the refiner is fitted on (default 2)")
+    p.add_argument("--refiner-frames", type=int, default=24, help="frames per refiner window (default 24)")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning, the default)")
     p.add_argument("--lora-alpha", type=float, default=16.0)
     p.add_argument("--lora-targets", default="to_q,to_k,to_v,to_out.0",
@@ -89,6 +96,8 @@ def codec_parser() -> argparse.ArgumentParser:
     _common(p, 2000)
     p.add_argument("--encoder-channels", type=int, default=32, help="TAEHV encoder width (default 32)")
     p.add_argument("--perceptual", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
+    p.add_argument("--styles", help="original,PRESET,... or all: each clip in one drawn style (the looks the "
+                   "renderer will be trained on; default: the recordings' own RGB)")
     return p
 
 
@@ -126,7 +135,9 @@ def run_train(a) -> int:
                       lora_targets=targets, checkpoint_every=a.checkpoint_every, log_every=a.log_every,
                       seed=a.seed, device=a.device, fsdp=a.fsdp, gradient_checkpointing=a.gradient_checkpointing,
                       max_minutes=a.max_minutes, cache_targets=a.cache_targets, objective=a.objective,
-                      history_chunks=a.history_chunks, gan_weight=a.gan_weight)
+                      history_chunks=a.history_chunks, gan_weight=a.gan_weight, refiner=a.refiner,
+                      refiner_steps=a.refiner_steps, refiner_windows=a.refiner_windows,
+                      refiner_frames=a.refiner_frames)
     trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
     last = trainer.run()
     if trainer.dist.is_main:
@@ -140,6 +151,7 @@ def run_codec(a) -> int:
     from training.bookkeeping import check_output_dir
     from training.codec import CodecSettings, load_perceptual, train_codec
     from training.data import PairedClips
+    from training.styles import StyleTargets, parse_styles
 
     _threads(a)
     width, height = check_size("flash", *Size.parse(a.size, "--size"))
@@ -152,10 +164,12 @@ def run_codec(a) -> int:
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
-                      max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height]})
+                      max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height],
+                                                             "styles": a.styles})
     out = check_output_dir(a.output)
     perceptual = load_perceptual(a.perceptual)
-    data = PairedClips.from_paths(a.recordings, width, height, s.clip_frames)
+    styles = StyleTargets(parse_styles(a.styles), keep=True) if a.styles else None
+    data = PairedClips.from_paths(a.recordings, width, height, s.clip_frames, styles=styles)
     final = train_codec(data, out, s, resume=a.resume, perceptual=perceptual, device=a.device or "cpu",
                         progress=not a.no_progress)
     print(f"codec trained {final['step']} steps (reconstruction PSNR {final.get('psnr', float('nan')):.2f} dB); "

@@ -1,0 +1,230 @@
+"""The G-buffer refiner (renderer/flash/refiner.py): small configs decode at full resolution with the G-buffer's
+help. It sees the G-buffer pixel by pixel, the live session hands it the chunk's own frames, a brief fit on a
+per-pixel target gets far closer than the decoder alone, it round-trips through the weights layout, and
+`flash inspect` names it. Tiny sizes, real files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gbuffer.frame import GBufferFrame
+from prompt_presets.resolve import conditioning_for, resolve_prompt
+from renderer.flash.checkpoint import WeightsError
+from renderer.flash.config import TINY
+from renderer.flash.decoder import DecoderStream
+from renderer.flash.pipeline import FlashPipeline
+from renderer.flash.refiner import FEATURES, GBufferRefiner, quadratic_features
+from renderer.flash.session import FlashSession
+from renderer.flash.weights import REFINER, WeightsPlan
+from studio.cli import main
+from training.data import Recording
+from training.refiner_fit import Look, RefinerSettings, fit_refiner
+
+W, H = 64, 32
+REFINED = dataclasses.replace(TINY, refiner_looks=2)
+ALBEDO = (1, 2, 3)          # feature indices of the albedo's R, G, B (after the constant)
+
+
+def cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+def albedo_head(refiner: GBufferRefiner) -> None:
+    """Every look's head maps a pixel to its own albedo exactly."""
+    with torch.no_grad():
+        refiner.head.zero_()
+        for c, f in enumerate(ALBEDO):
+            refiner.head[:, f, c] = 1.0
+
+
+def random_frames(n: int, seed: int = 0) -> list[GBufferFrame]:
+    """Mid-range values, so that the refiner's output stays clear of its clamp."""
+    rng = np.random.default_rng(seed)
+    return [GBufferFrame(i, i / 10, rng.integers(64, 192, (5, H, W, 3), dtype=np.uint8)) for i in range(n)]
+
+
+def as_gbuffer(frames: list[GBufferFrame]) -> torch.Tensor:
+    """→ (1, T, 5, 3, H, W) in [0, 1], as the session hands it to decode."""
+    return torch.from_numpy(np.stack([f.data for f in frames])).permute(0, 1, 4, 2, 3)[None].float() / 255
+
+
+@pytest.fixture
+def pipe() -> FlashPipeline:
+    """A tiny refined pipeline whose refiner is near "the albedo", with every input weighing a little."""
+    p = FlashPipeline.random(REFINED, seed=0, device="cpu")
+    albedo_head(p.refiner)
+    with torch.no_grad():
+        torch.manual_seed(1)
+        p.refiner.head.add_(0.01 * torch.randn_like(p.refiner.head))
+        p.refiner.context_out.weight.normal_(0, 0.05)
+    return p
+
+
+def test_a_gbuffer_pixel_changes_that_output_pixel_and_only_its_neighbourhood(pipe):
+    frames = random_frames(pipe.config.chunk_frames)
+    g = as_gbuffer(frames)
+    changed = g.clone()
+    changed[0, 0, 3, :, 10, 20] = 1 - changed[0, 0, 3, :, 10, 20]          # frame 0, normal, pixel (10, 20)
+    latent = torch.randn(1, 16, pipe.config.chunk_latents, H // 8, W // 8, generator=torch.Generator().manual_seed(0))
+    prompt = pipe.prompts.conditioning(conditioning_for("polar"))[None]
+    a = pipe.decode(latent, DecoderStream(), g, prompt)
+    b = pipe.decode(latent, DecoderStream(), changed, prompt)
+    diff = (a - b).abs().amax(dim=2)[0]                                      # (T, H, W)
+    assert diff[0, 10, 20] > 1e-3
+    assert diff[1:].max() == 0                                               # other frames untouched
+    far = diff[0].clone()
+    far[8:13, 18:23] = 0                                                     # the 5x5 neighbourhood
+    assert far.max() == 0
+    plain = pipe.decode(latent, DecoderStream())                             # no G-buffer: the decoder's frames
+    assert torch.equal(plain, pipe.decoder(latent, DecoderStream()))
+
+
+def test_the_session_hands_the_refiner_its_own_chunks_gbuffer_frame_for_frame(pipe):
+    albedo_head(pipe.refiner)
+    with torch.no_grad():
+        pipe.refiner.context_out.weight.zero_()
+    frames = random_frames(2 * pipe.config.chunk_frames - 3, seed=2)        # a short last chunk, padded inside
+    cond = [conditioning_for("cyberpunk")] * len(frames)
+    n = pipe.config.chunk_frames
+    with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
+        out = np.concatenate([session.render(frames[i:i + n], cond[i:i + n]).rgb for i in range(0, len(frames), n)])
+    with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
+        streamed = np.concatenate([r.rgb for i in range(0, len(frames), n)
+                                   for r in session.render_stream(frames[i:i + n], cond[i:i + n])])
+    albedo = np.stack([f.data[0] for f in frames])
+    assert out.shape == albedo.shape
+    assert np.abs(out.astype(int) - albedo).max() <= 1                      # rounding only
+    assert np.array_equal(streamed, out)
+
+
+def quadratic_target(gbuffer: torch.Tensor) -> torch.Tensor:
+    """uint8 (N, 5, 3, H, W) → uint8 (N, 3, H, W): a per-pixel quadratic look (albedo lit by normal.z, dimmed
+    by roughness²), no neighbours."""
+    g = gbuffer.float() / 255
+    albedo, normal, rough = g[:, 0], g[:, 3], g[:, 4]
+    rgb = albedo * (0.3 + 0.7 * normal[:, 2:3]) * (1 - 0.5 * rough[:, :1] ** 2)
+    return (rgb.clamp(0, 1) * 255).round().to(torch.uint8)
+
+
+def smooth_recording(frames: int, seed: int) -> Recording:
+    """Smooth random G-buffer fields (a few pixels of structure, like geometry) with the quadratic look as RGB."""
+    gen = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(frames, 15, H // 4, W // 4, generator=gen)
+    fine = torch.nn.functional.interpolate(coarse, size=(H, W), mode="bilinear", align_corners=False)
+    g = (fine * 255).round().to(torch.uint8).unflatten(1, (5, 3))
+    return Recording(f"smooth-{seed}", g, quadratic_target(g), "original")
+
+
+def test_a_brief_fit_on_a_per_pixel_target_gets_far_closer_than_the_decoder_alone():
+    pipe = FlashPipeline.random("tiny", seed=0, device="cpu")
+    recordings = [smooth_recording(16, 0)]
+    target = lambda k, idx: recordings[k].rgb[idx].permute(0, 2, 3, 1).numpy()    # noqa: E731
+    text = resolve_prompt("original").text                                   # in the random model's cache
+    looks = [Look("original", text, (text,), [0], target)]
+    settings = RefinerSettings(windows=1, window_frames=16, steps=5, pixels=500)
+    refiner, report = fit_refiner(pipe, recordings, looks, settings)
+    fitted = report["psnr_on_fitted_frames"]
+    assert fitted["head"] > fitted["decoded"] + 15                       # the random model's frames are noise
+    assert fitted["head"] > 40                                           # the look is in the head's span
+    held = smooth_recording(8, 1)                                        # frames it never saw
+    decoded = torch.rand(8, 3, H, W, generator=torch.Generator().manual_seed(3))
+    prompt = pipe.prompts.prompt(text)[None].expand(8, -1, -1)
+    out = refiner(decoded, held.gbuffer.float() / 255, prompt)
+    mse = ((out - held.rgb.float() / 255) ** 2).mean()
+    assert 10 * torch.log10(1 / mse) > 40
+
+
+def test_the_head_spans_every_quadratic_map_of_the_gbuffer():
+    """Any per-pixel quadratic map of the 15 values (the per-pixel baseline's family) is one head."""
+    v = torch.rand(2, 18, 4, 5)
+    weights = torch.randn(FEATURES, 3)
+    r = GBufferRefiner(looks=1, text_dim=8)
+    with torch.no_grad():
+        r.head[0] = weights
+    out = r.head_map(v, torch.ones(2, 1))
+    assert torch.allclose(out, torch.einsum("nfhw,fc->nchw", quadratic_features(v), weights), atol=1e-5)
+
+
+def test_routing_follows_the_prompt_and_a_blend_mixes_the_looks():
+    r = GBufferRefiner(looks=2, text_dim=4)
+    with torch.no_grad():
+        r.keys.copy_(torch.eye(4)[:2])
+    w = r.routing(torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0.5, 0.5, 0, 0]]))
+    assert w[0, 0] > 0.99 and w[1, 1] > 0.99
+    assert torch.allclose(w[2], torch.tensor([0.5, 0.5]), atol=1e-4)
+
+
+def test_the_refiner_round_trips_through_the_weights_layout(pipe, tmp_path):
+    pipe.save(tmp_path / "w")
+    assert (tmp_path / "w" / REFINER).is_file()
+    back = FlashPipeline.from_dir(tmp_path / "w", device="cpu")
+    assert back.config.refiner_looks == 2
+    for k, v in pipe.refiner.state_dict().items():
+        assert torch.equal(back.refiner.state_dict()[k], v), k
+    frames = random_frames(pipe.config.chunk_frames, seed=4)
+    cond = [conditioning_for("polar")] * len(frames)
+    outs = []
+    for p in (pipe, back):
+        with FlashSession(p, W, H, seed=0, chunk_size=len(frames)) as s:
+            outs.append(s.render(frames, cond).rgb)
+    assert np.array_equal(*outs)
+    (tmp_path / "w" / REFINER).unlink()
+    with pytest.raises(WeightsError, match=REFINER):
+        FlashPipeline.from_dir(tmp_path / "w", device="cpu")
+
+
+def test_the_official_layout_and_full_config_have_no_refiner(tmp_path):
+    plain = FlashPipeline.random("tiny", seed=0, device="cpu")
+    assert plain.refiner is None and "refiner" not in plain.parameter_counts()
+    plain.save(tmp_path / "plain")
+    assert not (tmp_path / "plain" / REFINER).exists()
+    assert FlashPipeline.from_dir(tmp_path / "plain", device="cpu").refiner is None
+    from renderer.flash.config import FULL
+
+    assert FULL.refiner_looks == 0
+
+
+def test_flash_inspect_tells_the_variants_apart(pipe, tmp_path, capsys):
+    pipe.save(tmp_path / "refined")
+    FlashPipeline.random("tiny", seed=0, device="cpu").save(tmp_path / "plain")
+    params = pipe.refiner.parameter_count()
+    assert cli("flash", "inspect", tmp_path / "refined") == 0
+    text = capsys.readouterr().out
+    assert f"decoder: TAEHV tiny decoder, widths (32, 16, 8, 8) + G-buffer refiner ({params:,} params)" in text
+    assert f"{REFINER}: loads" in text and "not on the card" in text
+    assert cli("flash", "inspect", tmp_path / "plain") == 0
+    text = capsys.readouterr().out
+    assert "decoder: TAEHV tiny decoder, widths (32, 16, 8, 8)\n" in text and "refiner" not in text
+    assert cli("flash", "inspect", tmp_path / "refined", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["files"][REFINER]["verdict"] == "loads"
+    assert WeightsPlan(tmp_path / "refined").report()["decoder"].endswith(f"({params:,} params)")
+
+
+def test_train_refiner_fits_and_exports_it(tmp_path, capsys):
+    rec = tmp_path / "a.gbuf.zip"
+    assert cli("record", "--frames", 24, "--size", f"{W}x{H}", "--seed", 1, "--rgb", "--fps", 10, "-o", rec) == 0
+    assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 2, "-o", tmp_path / "c",
+               "--no-progress") == 0
+    out = tmp_path / "m"
+    assert cli("train", rec, "--config", "tiny", "--codec", tmp_path / "c", "--size", f"{W}x{H}", "--steps", 2,
+               "--chunks", 2, "--styles", "original,polar", "--refiner", "--refiner-windows", 1,
+               "--refiner-frames", 8, "--refiner-steps", 3, "-o", out, "--no-progress") == 0
+    report = json.loads((out / "refiner_fit.json").read_text())
+    assert report["looks"] == ["original", "polar"] and report["routing_accuracy_on_phrasings"] == 1.0
+    fitted = report["psnr_on_fitted_frames"]
+    assert fitted["head"] > fitted["decoded"] + 5
+    assert len((out / "refiner_log.jsonl").read_text().splitlines()) == 1
+    back = FlashPipeline.from_dir(out, device="cpu")
+    assert back.config.refiner_looks == 2 and back.refiner is not None
+    capsys.readouterr()
+    assert cli("train", rec, "--config", "full", "--weights", out, "--refiner", "-o", tmp_path / "f",
+               "--no-progress") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--refiner" in err[0] and "small configs" in err[0]
