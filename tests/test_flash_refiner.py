@@ -221,10 +221,29 @@ def test_train_refiner_fits_and_exports_it(tmp_path, capsys):
     fitted = report["psnr_on_fitted_frames"]
     assert fitted["head"] > fitted["decoded"] + 5
     assert len((out / "refiner_log.jsonl").read_text().splitlines()) == 1
-    back = FlashPipeline.from_dir(out, device="cpu")
-    assert back.config.refiner_looks == 2 and back.refiner is not None
+    plan = WeightsPlan(out)
+    assert plan.ok and plan.config.refiner_looks == 2 and plan.files[REFINER].ok
     capsys.readouterr()
     assert cli("train", rec, "--config", "full", "--weights", out, "--refiner", "-o", tmp_path / "f",
                "--no-progress") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--refiner" in err[0] and "small configs" in err[0]
+
+
+def test_codec_clips_with_styles_are_each_in_one_drawn_style():
+    """`train codec --styles`: the codec learns the looks the renderer will decode, not the beauty pass alone."""
+    from training.data import PairedClips
+    from training.style_targets import style_frames
+    from training.styles import StyleTargets
+
+    rec = smooth_recording(8, 5)
+    data = PairedClips([rec], clip_frames=4, styles=StyleTargets(("original", "polar"), keep=True))
+    clips = data.rgb_clips(6, torch.Generator().manual_seed(0))
+    polar = torch.from_numpy(style_frames(rec, "polar")).permute(0, 3, 1, 2).float() / 255
+    original = rec.rgb.float() / 255
+    seen = set()
+    for clip in clips:
+        starts = [s for s in range(5) for look, frames in (("polar", polar), ("original", original))
+                  if torch.equal(clip, frames[s:s + 4]) and not seen.add(look)]
+        assert starts, "a clip that is neither look"
+    assert seen == {"original", "polar"}

@@ -132,8 +132,20 @@ def fit_head(samples: Samples, looks: int, pixels: int, seed: int) -> torch.Tens
         s = int(samples.look[i])
         xtx[s] += x.T @ x
         xty[s] += x.T @ y
-    ridge = RIDGE * xtx.diagonal(dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(FEATURES, dtype=torch.float64)
-    return torch.linalg.solve(xtx + ridge, xty).float()
+    return torch.stack([solve(a, b) for a, b in zip(xtx.numpy(), xty.numpy())]).float()
+
+
+def solve(xtx: np.ndarray, xty: np.ndarray) -> torch.Tensor:
+    """Ridge-regularised normal equations, as the per-pixel baseline (a collinear feature, e.g. a decoded channel
+    stuck at 0, would make them singular); least squares if that is not enough; a look with no samples keeps
+    the identity head's zeros."""
+    if not xtx.any():
+        return torch.zeros(xty.shape, dtype=torch.float64)
+    a = xtx + RIDGE * np.trace(xtx) / len(xtx) * np.eye(len(xtx))
+    try:
+        return torch.from_numpy(np.linalg.solve(a, xty))
+    except np.linalg.LinAlgError:
+        return torch.from_numpy(np.linalg.lstsq(a, xty, rcond=None)[0])
 
 
 def psnr(out: torch.Tensor, target: torch.Tensor) -> float:
