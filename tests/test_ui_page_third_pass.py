@@ -40,6 +40,8 @@ def test_preset_keys_while_eight_worlds_loops_keep_all_its_blocks(page, server):
         kept = blocks(server_schedule(server, page))
         missing = [b for b in blocks(applied) if b not in kept]
         assert not missing, f"key {key} ({name}) deleted {missing}; the session plays {kept}"
+        wait_until(lambda: "until the next block, every block kept" in page.locator("#tl-info").inner_text(), 10,
+                   lambda: f"the info line says {page.locator('#tl-info').inner_text()!r}")
     # the next pass plays Eight worlds as it was applied, the keys' overrides gone
     wait_until(lambda: server_schedule(server, page) == applied, 2 * length / 30 + 30,
                lambda: f"after the wrap the session plays {blocks(server_schedule(server, page))}")
