@@ -1,6 +1,6 @@
 """Regenerate the nano demonstration's pictures (BENCHMARKS.md, "The neural renderer, proven"):
 
-    docs/img/nano-codec-loss.png, nano-train-loss.png, nano-refiner-loss.png   the runs' train_log.jsonl curves
+    docs/img/nano-styles-codec-loss.png, -train-loss.png, -refiner-loss.png   the runs' train_log.jsonl curves
     docs/img/nano-styles.png   one held-out frame in three styles: G-buffer albedo | target | per-pixel map | nano
 
 `python docs/make_nano_pictures.py CODEC_DIR NANO_DIR HELD_OUT_RECORDING [--frame N] [--styles a,b,c]`
@@ -47,9 +47,9 @@ def main() -> None:
     p.add_argument("--frame", type=int, default=40)
     p.add_argument("--styles", default="original,cyberpunk,polar")
     a = p.parse_args()
-    draw_loss_curve(records(a.codec / "train_log.jsonl"), IMG / "nano-codec-loss.png", title="codec loss")
-    draw_loss_curve(records(a.nano / "train_log.jsonl"), IMG / "nano-train-loss.png", title="nano training loss")
-    draw_loss_curve(records(a.nano / "refiner_log.jsonl"), IMG / "nano-refiner-loss.png",
+    draw_loss_curve(records(a.codec / "train_log.jsonl"), IMG / "nano-styles-codec-loss.png", title="codec loss")
+    draw_loss_curve(records(a.nano / "train_log.jsonl"), IMG / "nano-styles-train-loss.png", title="nano training loss")
+    draw_loss_curve(records(a.nano / "refiner_log.jsonl"), IMG / "nano-styles-refiner-loss.png",
                     title="G-buffer refiner, context branch (MSE)")
     styles = a.styles.split(",")
     test = open_held_out(a.held_out, None, a.frame + 1)
