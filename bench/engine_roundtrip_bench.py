@@ -12,8 +12,9 @@ each frame's header) and `overhead_p50_ms`, the round trip's median minus the re
 adds (goal: at most 10 ms). The load average before and after is printed: the figures are only as quiet as the
 machine.
 
-Transports are a table (TRANSPORTS): a name → the studio's extra flags and a function that connects one engine
-and returns a client with `send_frame(GBufferFrame)`, `roundtrips` (gbuffer.feed.roundtrip.RoundTrips) and
+Transports are a table (TRANSPORTS): a name → the studio's extra flags (given a free port for a listener of the
+transport's own) and a function that connects one engine and returns a client with `send_frame(GBufferFrame)`,
+`roundtrips` (gbuffer.feed.roundtrip.RoundTrips: `sent` before each send, `arrived` per styled frame) and
 `close()`.
 """
 
@@ -28,16 +29,17 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from bench.harness import Studio, parser, print_table, size, studio, synthetic_frames, write_json
+from bench.harness import Studio, free_port, parser, print_table, size, studio, synthetic_frames, write_json
 
 
 @dataclass(frozen=True)
 class Transport:
-    server_args: Sequence[str]                       # what the studio needs to serve it
-    connect: Callable[..., object]                   # (studio, name, width, height, fps, output) → a client
+    # the studio's extra flags to serve it, given a free port for a listener of its own (gRPC's)
+    server_args: Callable[[int], Sequence[str]]
+    connect: Callable[..., object]   # (studio, that port, name, width, height, fps, output) → a connected client
 
 
-def websocket_engine(studio: Studio, name: str, width: int, height: int, fps: float, output: dict):
+def websocket_engine(studio: Studio, _port: int, name: str, width: int, height: int, fps: float, output: dict):
     from gbuffer.feed.client import FeedClient
 
     ws_url = studio.url.replace("http://", "ws://") + "/api/engine/feed"
@@ -47,7 +49,7 @@ def websocket_engine(studio: Studio, name: str, width: int, height: int, fps: fl
     return client
 
 
-TRANSPORTS: dict[str, Transport] = {"ws": Transport((), websocket_engine)}
+TRANSPORTS: dict[str, Transport] = {"ws": Transport(lambda _port: (), websocket_engine)}
 
 
 def drive(client, frames: Sequence, count: int, fps: float, in_flight: int, first_index: int = 0) -> tuple[float, int]:
@@ -77,12 +79,12 @@ def drive(client, frames: Sequence, count: int, fps: float, in_flight: int, firs
     return time.perf_counter() - start, skipped
 
 
-def run_engine(transport: Transport, studio_: Studio, name: str, args, out: dict) -> None:
+def run_engine(transport: Transport, studio_: Studio, port: int, name: str, args, out: dict) -> None:
     from gbuffer.feed.roundtrip import RoundTrips
 
     w, h = size(args.size)
     frames = synthetic_frames(30, w, h)
-    client = transport.connect(studio_, name, w, h, args.fps, {"format": args.format})
+    client = transport.connect(studio_, port, name, w, h, args.fps, {"format": args.format})
     try:
         drive(client, frames, args.warmup, args.fps, args.in_flight)     # first frames: the renderer warms up
         client.roundtrips = RoundTrips()
@@ -99,9 +101,10 @@ def run_engine(transport: Transport, studio_: Studio, name: str, args, out: dict
 
 def measure(transport_name: str, engines: int, args) -> list[dict]:
     transport = TRANSPORTS[transport_name]
-    with studio(max_sessions=engines, renderer="reference", extra=transport.server_args) as s:
+    port = free_port()
+    with studio(max_sessions=engines, renderer="reference", extra=transport.server_args(port)) as s:
         out: dict[str, dict] = {}
-        threads = [threading.Thread(target=run_engine, args=(transport, s, f"bench{i}", args, out))
+        threads = [threading.Thread(target=run_engine, args=(transport, s, port, f"bench{i}", args, out))
                    for i in range(engines)]
         for t in threads:
             t.start()
