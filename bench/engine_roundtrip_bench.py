@@ -8,9 +8,10 @@ for its own session (feed protocol 2 over WebSocket), sends synthetic G-buffer f
 flight, the next sent when the last is back; with --fps, a tick is skipped while --in-flight frames are on their
 way) and times each styled frame's return on its receiving thread.
 Per engine: round-trip p50/p95, the styled frames received per second, the renderer's own time per frame (from
-each frame's header) and `overhead_p50_ms`, the round trip's median minus the render's: what the return path
-adds (goal: at most 10 ms). The load average before and after is printed: the figures are only as quiet as the
-machine.
+each frame's header), the time in the studio (frame read off the socket → styled frame ready to go back, render
+included, also from the header) and `overhead_p50_ms`, the round trip's median minus the render's: what the
+return path adds (goal: at most 10 ms); the round trip minus the studio's time is the wire's share. The load
+average before and after is printed: the figures are only as quiet as the machine.
 
 Transports are a table (TRANSPORTS): a name → the studio's extra flags (given a free port for a listener of the
 transport's own) and a function that connects one engine and returns a client with `send_frame(GBufferFrame)`,
@@ -92,9 +93,10 @@ def run_engine(transport: Transport, studio_: Studio, port: int, name: str, args
         figures = client.roundtrips.summary()
     finally:
         client.close()
-    render = figures.pop("render_p50_ms")
+    render, in_studio = figures.pop("render_p50_ms"), figures.pop("studio_p50_ms")
     trip = figures["roundtrip_p50_ms"]
     out[name] = {"engine": name, "frames_skipped": skipped, **figures, "render_p50_ms": render,
+                 "studio_p50_ms": in_studio,
                  "overhead_p50_ms": round(trip - render, 2) if trip is not None and render is not None else None,
                  "fps_received": round(figures["frames_received"] / seconds, 2)}
 
@@ -132,7 +134,7 @@ def main() -> None:
     rows = measure(args.transport, args.engines, args)
     print_table(rows, [("transport", "transport"), ("engines", "engines"), ("engine", "engine"),
                        ("sent fps", "fps_sent"), ("recv fps", "fps_received"), ("rt p50", "roundtrip_p50_ms"),
-                       ("rt p95", "roundtrip_p95_ms"), ("render p50", "render_p50_ms"),
+                       ("rt p95", "roundtrip_p95_ms"), ("render p50", "render_p50_ms"), ("studio p50", "studio_p50_ms"),
                        ("overhead p50", "overhead_p50_ms"), ("missed", "frames_missed"),
                        ("skipped", "frames_skipped")])
     for row in rows:

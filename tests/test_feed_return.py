@@ -83,7 +83,7 @@ def test_an_engine_gets_its_styled_frames_back_and_browsers_watch_its_session(st
         back = lockstep(client, range(10, 20))
         assert [f.index for f in back] == list(range(10, 20))
         assert all(f.format == "rgb24" and f.rgb().shape == (H, W, 3) and f.missed == 0 for f in back)
-        assert back[0].render_ms > 0
+        assert 0 < back[0].render_ms <= back[0].studio_ms      # the studio's share holds the render
         gbuffer_albedo = synthetic_gbuffer(W, H, 19 / 30, 19).data[0]
         assert np.abs(back[-1].rgb().astype(int) - gbuffer_albedo).mean() > 5   # styled, not the albedo echoed
 
