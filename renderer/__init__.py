@@ -20,6 +20,12 @@ def _flash() -> type[Renderer]:
     return FlashRenderer
 
 
+def _flash_settings() -> type:
+    from renderer.flash.settings import FlashSettings
+
+    return FlashSettings
+
+
 def _flash_batch() -> BatchFn:
     from renderer.flash.batch import render_batch
 
@@ -30,7 +36,8 @@ def _flash_batch() -> BatchFn:
 REFERENCE = register(RendererSpec("reference", SizeRule(), _reference,
                                   options={"backend": ("auto", "gl", "torch")}))
 FLASH = register(RendererSpec("flash", SizeRule(PATCH_MULTIPLE, "the codecs downsample 8x and the transformer takes "
-                                                                 "2x2 patches"), _flash, batch=_flash_batch))
+                                                                 "2x2 patches"), _flash, batch=_flash_batch,
+                              settings=_flash_settings))
 
 RENDERERS = renderer_names()
 REFERENCE_BACKENDS = REFERENCE.options["backend"]    # the reference renderer's `backend` option
