@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +23,7 @@ from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
+from studio.server.owners import INDEX_NAME, Folders
 from studio.server.redact import hide_paths
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
@@ -112,9 +114,11 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     return app
 
 
-def _visitor_folders(settings: Settings) -> list:
-    """What the disk quota counts: the takes folder and the uploads folder (the data dir may be set later)."""
-    return [settings.takes_path] + ([settings.uploads_path] if settings.data_dir is not None else [])
+def _visitor_folders(settings: Settings) -> Folders:
+    """Visitors' uploads and takes (what the disk quota counts) and who owns them (the data dir may be set later)."""
+    if settings.data_dir is None:        # no data dir (a bare app, no UI): ownership lasts this run only
+        return Folders(None, settings.takes_path, None)
+    return Folders(settings.uploads_path, settings.takes_path, Path(settings.data_dir) / INDEX_NAME)
 
 
 def start_pool(settings: Settings):

@@ -149,8 +149,7 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
         raise HTTPException(409, f"{name!r} is another visitor's upload; choose another name")
     room = visitors.room(visitor, "uploads", replacing)
     path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, room)
-    if path not in visitor.uploads:
-        visitor.uploads.append(path)
+    visitors.record(visitor, "uploads", path)      # also after a restart (studio/server/owners.py)
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
 
 
