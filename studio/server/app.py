@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -28,7 +27,6 @@ from studio.server.redact import hide_paths
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
-log = logging.getLogger("alaya.server")
 
 
 def create_app(settings: Settings | None = None, *, player_at_root: bool = True, pool=None) -> FastAPI:
@@ -47,8 +45,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
             app.state.sessions.pool = pool
         elif settings.cluster:
             app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, start_pool, settings)
-        # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
-        warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
+        # The default session's one-off costs while nobody waits for them; /api/health says `ready` after.
+        warm = asyncio.get_running_loop().run_in_executor(None, app.state.sessions.planner.warm_up)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
         if settings.warm_text_matching:     # in a child process at low CPU priority (prompt_presets/minilm.py)
             matching.warm_up_in_background()
@@ -128,10 +126,3 @@ def start_pool(settings: Settings):
     return WorkerPool(PoolSettings(settings.cluster, settings.workers, settings.worker_sessions, settings.renderer,
                                    settings.renderer_options, settings.batch_wait_ms, settings.max_batch,
                                    settings.cluster_cpus)).start()
-
-
-def _warm_renderer(sessions: SessionManager) -> None:
-    try:
-        sessions.renderer(sessions.settings.renderer)
-    except Exception as exc:  # reported again, as a 4xx, when an offer asks for it
-        log.warning("renderer %r not ready: %s", sessions.settings.renderer, exc)
