@@ -12,12 +12,12 @@ import os
 import httpx
 import numpy as np
 import pytest
-from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from gbuffer.formats import write_npy_windows
 from helpers.browser import ADMIN, AS_ADMIN, studio_with_ui, wait_until
 from helpers.loop import LoopThread
+from helpers.routes import api_routes
 from helpers.watch import recvonly_offer_sdp, start_owner
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings, create_app
@@ -120,17 +120,6 @@ def visitors(studio):
     for viewer in (first, second):
         loop.run(viewer.close())
     loop.close()
-
-
-def api_routes(router, prefix: str = "") -> list[tuple[str, APIRoute]]:
-    """(full path, route) of every API route on the app, through included routers (FastAPI keeps them nested)."""
-    out = []
-    for route in router.routes:
-        if isinstance(route, APIRoute):
-            out.append((prefix + route.path, route))
-        elif hasattr(route, "original_router"):
-            out += api_routes(route.original_router, prefix + route.include_context.prefix)
-    return out
 
 
 def session_routes(app) -> list[tuple[str, str]]:

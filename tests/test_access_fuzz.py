@@ -10,27 +10,17 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
 from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.browser import ADMIN, AS_ADMIN, studio_with_ui
 from helpers.fuzz import fuzz_settings
 from helpers.loop import LoopThread
+from helpers.routes import api_routes
 from helpers.watch import start_owner
 from studio.server import deps
 
 GUARDS = {deps.live_session, deps.watched_session, deps.visitor, deps.admin}
-
-
-def api_routes(router, prefix: str = "") -> list[tuple[str, APIRoute]]:
-    out = []
-    for route in router.routes:
-        if isinstance(route, APIRoute):
-            out.append((prefix + route.path, route))
-        elif hasattr(route, "original_router"):
-            out += api_routes(route.original_router, prefix + route.include_context.prefix)
-    return out
 
 
 def guarded(dependant) -> bool:
