@@ -16,7 +16,9 @@ spinning `while True: pass`), as a second job on the machine would.
 Prints one JSON line per start (stderr), then the summary (stdout): the first sessions' p50 and p95 (numpy's
 linear percentile over the starts), the worst, and the load average at the end. With each first frame it also
 reads the CPU seconds spent so far by the server process itself and by its child processes (the free-text
-matcher's model loads in one): where the start-up's CPU went, a figure other load on the machine hardly moves.
+matcher's model loads in one): where the start-up's CPU went, a figure other load on the machine hardly moves;
+`first_session_cpu_s` is the server's CPU from the offer to the first frame (the first session's own work, plus
+any warm-up still running beside it).
 """
 
 from __future__ import annotations
@@ -78,11 +80,13 @@ def one_start(size: str, at_first_answer: bool) -> dict:
         if not at_first_answer:
             wait_ready(url)
         up_s = time.monotonic() - t0
+        at_offer = cpu_seconds(server.pid)
         ttff = asyncio.run(first_frame_ms(url, size))
         own, helpers = cpu_seconds(server.pid), sum(cpu_seconds(c) for c in children(server.pid))
     finally:
         stop(server)
     return {"ttff_ms": round(ttff, 1), "up_s": round(up_s, 2), "server_cpu_s": round(own, 2),
+            "first_session_cpu_s": round(own - at_offer, 2),
             "children_cpu_s": round(helpers, 2), "load_average": round(os.getloadavg()[0], 2)}
 
 
@@ -112,6 +116,7 @@ def main() -> int:
               "ttff_p95_ms": round(float(np.percentile(ms, 95)), 1), "ttff_max_ms": round(float(ms.max()), 1),
               "ttff_ms": [r["ttff_ms"] for r in rows], "up_s_median": float(np.median([r["up_s"] for r in rows])),
               "server_cpu_s_median": float(np.median([r["server_cpu_s"] for r in rows])),
+              "first_session_cpu_s_median": float(np.median([r["first_session_cpu_s"] for r in rows])),
               "children_cpu_s_median": float(np.median([r["children_cpu_s"] for r in rows])),
               "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
     print(json.dumps(result))
