@@ -109,10 +109,15 @@ def settings_from_args(args):
         check_reference_options(options)
     if args.renderer == "flash":
         from alaya_errors import validate
+        from renderer.flash.config import TEMPORAL_SCALE
         from renderer.flash.settings import FlashSettings
 
         # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
         options.setdefault("unknown_prompt", "presets")
+        # Live: a chunk of one latent frame (a viewer waits for 4 G-buffer frames, not the config's chunk) and one
+        # torch thread beside the encoder and the event loop (docs/flash.md, "Serving it live")
+        options.setdefault("chunk_size", TEMPORAL_SCALE)
+        options.setdefault("threads", 1)
         validate(FlashSettings, options, UserError, "--renderer-option")    # a bad option fails here, not later
     if args.weights:
         options["weights"] = str(args.weights)
