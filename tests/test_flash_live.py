@@ -7,12 +7,13 @@ import asyncio
 
 import numpy as np
 import pytest
+import torch
 
 from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from prompt_presets.conditioning import Conditioning
 from prompt_presets.presets import get_preset
 from renderer import create_renderer
-from renderer.flash.serving import HISTORY_PATCHIFIERS, LastCall
+from renderer.flash.serving import HISTORY_PATCHIFIERS, LastCall, patchify_as_matmul
 from webrtc.track import FrameBuffer, OutgoingFrame
 
 POLAR, VOLCANO = get_preset("polar").prompt, get_preset("volcano").prompt
@@ -32,15 +33,24 @@ def test_history_patches_are_reused_across_the_steps_of_a_chunk_with_the_same_fr
     assert all(isinstance(c, LastCall) for c in calls.values())
     plain = create_renderer("flash", config="tiny", chunk_size=4)
     for name in HISTORY_PATCHIFIERS:                   # the library's own forward, computing at every step
-        module = plain.pipeline.transformer.get_submodule(name)
-        module.forward = module.forward.forward
+        del plain.pipeline.transformer.get_submodule(name).forward
     prompts = [POLAR, POLAR, VOLCANO, VOLCANO, POLAR, VOLCANO]     # history and prompt change between chunks
-    np.testing.assert_array_equal(rollout(fast, prompts), rollout(plain, prompts))
+    fast_frames, plain_frames = rollout(fast, prompts), rollout(plain, prompts)
+    # the long tier's matrix product rounds differently from oneDNN's convolution: a level here and there
+    difference = np.abs(fast_frames.astype(int) - plain_frames)
+    assert difference.max() <= 1 and (difference > 0).mean() < 0.01
     steps = fast.pipeline.sampler.num_steps
     # steps after the first reuse the patches of the history; the short tier changes from chunk to chunk (the
     # long one stays zeros over the first chunks, and is reused across them too)
     assert calls["patch_short"].hits == len(prompts) * (steps - 1)
     assert calls["patch_long"].hits > len(prompts) * (steps - 1)
+
+
+def test_the_long_patchifier_as_a_matrix_product_equals_the_convolution():
+    conv = create_renderer("flash", config="tiny").pipeline.transformer.patch_long
+    x = torch.randn(2, conv.in_channels, 5, 19, 27)          # remainders that fill no whole patch are dropped
+    with torch.inference_mode():
+        torch.testing.assert_close(patchify_as_matmul(conv)(x), torch.nn.Conv3d.forward(conv, x))
 
 
 def _frame(i: int) -> OutgoingFrame:
