@@ -88,3 +88,15 @@ def test_a_renderer_slower_than_the_stream_starts_as_soon_as_there_is_room():
         await buffer.get()
         return full, buffer.wait_to_render(4, timeout=0)
     assert asyncio.run(run()) == (False, True)
+
+
+def test_serve_renders_flash_in_one_latent_chunks_on_one_thread_unless_told_otherwise(tmp_path):
+    from studio.cli import build_parser
+    from studio.commands.serve import settings_from_args
+
+    def options(*extra: str) -> dict:
+        args = build_parser().parse_args(["serve", "--renderer", "flash", "--weights", str(tmp_path), *extra])
+        return settings_from_args(args).renderer_options
+    assert {k: options()[k] for k in ("chunk_size", "threads")} == {"chunk_size": 4, "threads": 1}
+    told = options("--renderer-option", "chunk_size=8", "--renderer-option", "threads=2")
+    assert (told["chunk_size"], told["threads"]) == (8, 2)
