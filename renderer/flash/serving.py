@@ -1,4 +1,4 @@
-"""What serving does to a loaded flash model so a live chunk costs less, without changing one output value.
+"""What serving does to a loaded flash model so a live chunk costs less, with the same outputs (up to float rounding).
 
 The history tiers do not change while a chunk is denoised, yet Helios's forward patchifies them again at each of
 the few steps. On a CPU the long tier's patchifier (a Conv3d of kernel (4, 8, 8) over 96 channels) was the
