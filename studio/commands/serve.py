@@ -106,10 +106,8 @@ def settings_from_args(args):
     if not 0 <= args.disk_quota_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.disk_quota_mb:g} must be 0 or more megabytes", "--disk-quota-mb")
     options = parse_renderer_options(args.renderer_option)
-    spec = renderer_spec(args.renderer)
-    if spec.settings is not None and "unknown_prompt" in spec.settings().model_fields:
-        # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
-        options.setdefault("unknown_prompt", "presets")
+    for key, value in renderer_spec(args.renderer).live_options.items():   # what a live studio wants of it
+        options.setdefault(key, value)
     check_renderer_options(args.renderer, options)
     if args.weights:
         options["weights"] = str(args.weights)

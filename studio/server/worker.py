@@ -98,8 +98,8 @@ class SessionWorker:
                 if self.timeline.advance(self.rollout.frame_index):
                     self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
                                                         reason="next pass of the loop"))
-                if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
-                    continue   # render just in time: only once the last frame is on its way (commands apply)
+                if not self.buffer.wait_to_render(self.rollout.session.chunk_size, 0.05):
+                    continue   # render just in time: once the frames waiting go out as it renders (commands apply)
                 t0, wall0 = time.perf_counter(), time.time()
                 count, parts = self.rollout.next_chunk_parts()
                 if self.loop_playback and self._at_end():
