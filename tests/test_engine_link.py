@@ -17,6 +17,7 @@ from renderer.reference.synthetic import synthetic_gbuffer
 from studio.schedule import Schedule
 from studio.server.access import DiskLimits, Visitors
 from studio.server.engine_link import EngineLink, OutputRequest, parse_output
+from studio.server.owners import Folders
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
@@ -44,7 +45,7 @@ def connect_feed(manager: SessionManager, name: str = "game", fps: float = 30.0)
 
 
 def owner(manager: SessionManager):
-    visitors = Visitors(None, DiskLimits(), lambda: [])
+    visitors = Visitors(None, DiskLimits(), lambda: Folders(None, manager.settings.takes_path, None))
     return visitors.grant(visitors.admit(None), manager.settings.takes)
 
 
