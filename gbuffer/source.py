@@ -76,3 +76,7 @@ class LiveSource(Source):
     @abc.abstractmethod
     def apply_input(self, player_input: PlayerInput) -> None:
         """Take effect at the next tick."""
+
+    def interrupt(self) -> None:
+        """From another thread: the reader is stopping; a read waiting for the next frame (an engine feed that
+        went quiet) ends now instead of at its timeout. The source is closed afterwards, as usual."""

@@ -10,6 +10,10 @@ See docs/feed.md. In short, on one WebSocket:
   studio → engine  text   {"type": "input", "steer", "throttle", "brake", "reset", "handbrake"} and
                           {"type": "event", "event": "session_started" | "session_ended", "session_id"}
 A bad message closes the feed with a WebSocket close code from `CLOSE` and a one-line reason.
+
+Protocol 2 (the return path) adds, on the same socket: an `output` object in the hello (what the engine's own
+session renders), its session's id, owner key and watch link in the welcome, each styled frame back as a binary
+message (STYLED_HEADER + pixels, `StyledFrame`), and the data channel's control messages as text both ways.
 """
 
 from __future__ import annotations
@@ -29,10 +33,17 @@ from alaya_errors import validate
 from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
 
 FEED_PROTOCOL = 1
+RETURN_PROTOCOL = 2                  # the hello may ask for its session's styled frames back
+PROTOCOLS = (FEED_PROTOCOL, RETURN_PROTOCOL)
 FRAME_MAGIC = b"AGBF"
 # magic, protocol version, compression id, width, height, frame index, timestamp in microseconds
 FRAME_HEADER = struct.Struct("<4sBBHHIq")
 COMPRESSION_IDS = {"none": 0, "zlib": 1}
+STYLED_MAGIC = b"ASTY"
+# magic, protocol version, format id, width, height, G-buffer frame index, frames missed, render time in microseconds
+STYLED_HEADER = struct.Struct("<4sBBHHIII")
+FORMAT_IDS = {"rgb24": 0, "jpeg": 1}
+FORMATS = {v: k for k, v in FORMAT_IDS.items()}
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # WebSocket close codes the studio uses for a feed
@@ -169,3 +180,55 @@ def decode_frame(message: bytes, hello: Hello) -> GBufferFrame:
 def max_message_bytes(limits: FeedLimits) -> int:
     """Largest acceptable WebSocket message: one uncompressed paired frame at the pixel cap plus the header."""
     return FRAME_HEADER.size + (NUM_CHANNELS + 1) * limits.max_pixels * 3 + 1024
+
+
+@dataclass(frozen=True)
+class StyledFrame:
+    """A styled frame on its way back to the engine that sent its G-buffer (protocol 2).
+
+    `index`: the index of the G-buffer frame it was rendered from (as the engine numbered it); `data`: `height *
+    width * 3` RGB bytes rows top first (rgb24), or a JPEG file (jpeg); `missed`: frames the studio rendered for
+    this engine since the last one it read and dropped (latest frame wins); `render_ms`: the renderer's time for
+    the chunk it came from."""
+
+    index: int
+    width: int
+    height: int
+    format: Literal["rgb24", "jpeg"]
+    data: bytes
+    missed: int = 0
+    render_ms: float = 0.0
+
+    def rgb(self) -> np.ndarray:
+        """uint8 (H, W, 3)."""
+        if self.format == "rgb24":
+            return np.frombuffer(self.data, np.uint8).reshape(self.height, self.width, 3)
+        from io import BytesIO
+
+        from PIL import Image
+
+        with Image.open(BytesIO(self.data)) as image:
+            return np.asarray(image.convert("RGB"))
+
+
+def encode_styled(frame: StyledFrame) -> bytes:
+    header = STYLED_HEADER.pack(STYLED_MAGIC, RETURN_PROTOCOL, FORMAT_IDS[frame.format], frame.width, frame.height,
+                                frame.index % 2**32, min(frame.missed, 2**32 - 1),
+                                min(round(frame.render_ms * 1e3), 2**32 - 1))
+    return header + frame.data
+
+
+def decode_styled(message: bytes) -> StyledFrame:
+    """One binary message from the studio (protocol 2) → StyledFrame; FeedError on anything else."""
+    if len(message) < STYLED_HEADER.size:
+        raise FeedError(f"styled frame of {len(message)} bytes is shorter than its {STYLED_HEADER.size}-byte "
+                        "header", "feed client")
+    magic, version, fmt, width, height, index, missed, render_us = STYLED_HEADER.unpack_from(message)
+    if magic != STYLED_MAGIC or version != RETURN_PROTOCOL or fmt not in FORMATS:
+        raise FeedError(f"bad styled frame header (magic {magic!r}, version {version}, format {fmt})",
+                        "feed client")
+    data = bytes(memoryview(message)[STYLED_HEADER.size:])
+    if fmt == FORMAT_IDS["rgb24"] and len(data) != width * height * 3:
+        raise FeedError(f"styled frame {index}: {len(data)} bytes for a {width}x{height} rgb24 image",
+                        "feed client")
+    return StyledFrame(index, width, height, FORMATS[fmt], data, missed, render_us / 1e3)
