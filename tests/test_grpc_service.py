@@ -253,3 +253,69 @@ def test_the_schedule_calls_take_the_owner_key_or_the_admin_token(studio, stub):
                                     metadata=(("authorization", f"Bearer {ADMIN}"),))
         assert gone.value.code() == grpc.StatusCode.NOT_FOUND
     asyncio.run(scenario())
+
+
+# ---- the return path -------------------------------------------------------------------------------------
+
+def _client(studio, name, **output):
+    from gbuffer.feed.grpc.client import GrpcFeedClient
+
+    return GrpcFeedClient(f"127.0.0.1:{studio.settings.grpc_port}", name=name, width=64, height=32, fps=30,
+                          token=TOKEN, output=output)
+
+
+def lockstep(client, indices) -> list:
+    """Send each frame once the previous one has come back styled: an engine loop with one frame in flight."""
+    back = []
+    for i in indices:
+        client.send_frame(synthetic_gbuffer(64, 32, i / 30, i))
+        back.append(next(s for s in client.frames(timeout=60) if s.index == i))
+    return back
+
+
+def test_a_grpc_engine_gets_its_styled_frames_back_and_steers_its_own_session(studio, stub):
+    with _client(studio, "looped", prompt="volcano") as client:
+        welcome = client.welcome
+        assert (welcome.source, welcome.renderer, welcome.width, welcome.height) == ("feed:looped", "reference", 64, 32)
+        assert welcome.session_id in studio.sessions and welcome.watch_key in welcome.watch_path
+        back = lockstep(client, range(8))
+        assert [s.index for s in back] == list(range(8))
+        assert all(s.format == "rgb24" and s.rgb().shape == (32, 64, 3) and s.render_ms > 0 for s in back)
+        assert len({s.rgb().tobytes() for s in back}) > 1          # a moving scene, rendered frame by frame
+
+        # the switch applies between frames, and the engine's frames pace its session: it answers as frames go on
+        client.control({"type": "prompt", "text": "polar"})
+        index = 8
+        while not [m for m in client.messages if m.get("type") == "ack" and m["request"] == "prompt"]:
+            assert index < 300, f"no ack of the prompt switch; the session said {client.messages}"
+            lockstep(client, [index])
+            index += 1
+        schedule = json.loads(stub.GetSchedule(pb.ScheduleRequest(session_id=welcome.session_id),
+                                               metadata=(("authorization", f"Bearer {welcome.owner_key}"),)).json)
+        assert [s["prompts"][0]["preset"] for s in schedule["segments"]][-1] == "polar"
+        lockstep(client, range(index, index + 2))                   # frames go on after the switch
+    wait_until(lambda: welcome.session_id not in studio.sessions, 20, "the engine's session to end with its stream")
+
+
+def test_styled_frames_come_back_as_jpeg_when_asked(studio):
+    with _client(studio, "jpeg", prompt="cyberpunk", format="jpeg", quality=60) as client:
+        assert client.welcome.format == pb.FORMAT_JPEG
+        styled = lockstep(client, [0])[0]
+        assert styled.format == "jpeg" and styled.data[:2] == b"\xff\xd8" and styled.rgb().shape == (32, 64, 3)
+
+
+@pytest.mark.parametrize("output, code, line", [
+    ({"size": "3x3"}, grpc.StatusCode.INVALID_ARGUMENT, "open.output: size: 3x3 must be between"),
+    ({"renderer": "nope"}, grpc.StatusCode.INVALID_ARGUMENT, "open.output"),
+    ({"quality": 101}, grpc.StatusCode.INVALID_ARGUMENT, "open.output.quality"),
+])
+def test_a_bad_output_request_is_refused_in_one_line(studio, output, code, line):
+    from gbuffer.feed.protocol import FeedError
+
+    client = _client(studio, "badout", **output)
+    with pytest.raises(FeedError) as refused:
+        client.connect()
+    assert client.status == code
+    assert refused.value.detail.startswith(f"the studio refused the feed: {line}")
+    assert "\n" not in str(refused.value)
+    wait_until(lambda: "badout" not in studio.app.state.feeds.names(), 20, "the refused feed to go")

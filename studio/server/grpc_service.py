@@ -10,7 +10,6 @@ stands for); every other stream and session goes on. Only this module and the st
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
@@ -24,13 +23,12 @@ from alaya_errors import UserError
 from gbuffer.feed import FeedHub
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
-from gbuffer.feed.grpc.messages import parse_frame, parse_open
-from gbuffer.feed.protocol import CLOSE, FeedError, max_message_bytes
-from gbuffer.input import PlayerInput
+from gbuffer.feed.grpc.messages import parse_open
+from gbuffer.feed.protocol import FeedError, max_message_bytes
 from studio.schedule import schedule_from_value
 from studio.server import access
 from studio.server.access import Visitors
-from studio.server.feed_routes import HELLO_TIMEOUT_S, OUTBOX_SIZE
+from studio.server.grpc_stream import EngineStream, Outgoing, StreamFailed, first_open, open_link, welcome
 from studio.server.session import LiveSession
 from studio.server.sessions import SessionManager
 from studio.server.settings import Settings
@@ -38,89 +36,13 @@ from studio.server.tasks import TaskSet
 
 log = logging.getLogger("alaya.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["EngineFeed"].full_name     # alaya.engine.v1.EngineFeed
-STATUS = {CLOSE["bad_request"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["bad_data"]: grpc.StatusCode.INVALID_ARGUMENT,
-          CLOSE["too_big"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["conflict"]: grpc.StatusCode.ALREADY_EXISTS,
-          CLOSE["rate"]: grpc.StatusCode.RESOURCE_EXHAUSTED, CLOSE["idle"]: grpc.StatusCode.DEADLINE_EXCEEDED,
-          CLOSE["unauthorized"]: grpc.StatusCode.UNAUTHENTICATED}
 SCHEDULE_TIMEOUT_S = 30.0            # a schedule replacement waits for the session's worker at most this long
-
-
-class StreamFailed(Exception):
-    """What ends a stream early: its status and one line."""
-
-    def __init__(self, code: grpc.StatusCode, line: str):
-        super().__init__(line)
-        self.code, self.line = code, line
-
-    @classmethod
-    def of(cls, exc: FeedError) -> "StreamFailed":
-        return cls(STATUS.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), str(exc))
 
 
 def bearer(context: grpc.aio.ServicerContext) -> str | None:
     """The KEY of the call's `authorization: Bearer KEY` metadata."""
     metadata = dict(context.invocation_metadata() or ())
     return access.bearer(metadata.get("authorization"))
-
-
-class Outgoing:
-    """What one stream sends, in the order the writer takes it: control traffic (player input, events, replies;
-    the oldest dropped past OUTBOX_SIZE, as on the WebSocket) before styled frames (one waits at a time: the link
-    keeps only the newest and counts the rest as missed), until the reader finishes or fails."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.control: collections.deque[pb.StudioMessage] = collections.deque(maxlen=OUTBOX_SIZE)
-        self.styled: asyncio.Queue[pb.StudioMessage] = asyncio.Queue(1)
-        self.failure: StreamFailed | None = None
-        self.finished = False
-        self._wake = asyncio.Event()
-
-    def send(self, message: dict) -> None:
-        """The feed's back-channel (Feed.send), from any thread."""
-        self.loop.call_soon_threadsafe(self.put, studio_message(message))
-
-    def put(self, message: pb.StudioMessage) -> None:
-        self.control.append(message)
-        self._wake.set()
-
-    async def put_styled(self, message: pb.StudioMessage) -> None:
-        await self.styled.put(message)
-        self._wake.set()
-
-    def fail(self, failure: StreamFailed) -> None:
-        self.failure = self.failure or failure
-        self._wake.set()
-
-    def finish(self) -> None:
-        self.finished = True
-        self._wake.set()
-
-    async def next(self) -> pb.StudioMessage | None:
-        """The next message to write; None once the stream is done; raises the failure that ended it."""
-        while True:
-            if self.failure is not None:
-                raise self.failure
-            if self.control:
-                return self.control.popleft()
-            if not self.styled.empty():
-                return self.styled.get_nowait()
-            if self.finished:
-                return None
-            self._wake.clear()
-            await self._wake.wait()
-
-
-def studio_message(message: dict) -> pb.StudioMessage:
-    """A feed back-channel message (gbuffer/feed/source.py: input, event) as a StudioMessage."""
-    if message.get("type") == "input":
-        p = PlayerInput(message["steer"], message["throttle"], message["brake"], message["reset"],
-                        message.get("handbrake", False))
-        return pb.StudioMessage(input=pb.PlayerInput(steer=p.steer, throttle=p.throttle, brake=p.brake,
-                                                     reset=p.reset, handbrake=p.handbrake))
-    if message.get("type") == "event":
-        return pb.StudioMessage(event=pb.Event(event=message["event"], session_id=message.get("session_id", "")))
-    return pb.StudioMessage(reply=pb.ControlReply(json=json.dumps(message)))
 
 
 class EngineFeedService(rpc.EngineFeedServicer):
@@ -135,15 +57,20 @@ class EngineFeedService(rpc.EngineFeedServicer):
                                 "a valid token is required (metadata authorization: Bearer TOKEN)")
         out = Outgoing(asyncio.get_running_loop())
         tasks = TaskSet("grpc feed")
-        feed = None
+        feed = link = None
         try:
             incoming = aiter(requests)
-            hello = parse_open(await self._first(incoming), self.hub.limits)
+            opened = await first_open(incoming)
+            hello = parse_open(opened, self.hub.limits)
             feed = self.hub.register(hello, out.send)
-            yield pb.StudioMessage(welcome=pb.Welcome(
-                source=f"feed:{hello.name}",
-                limits=pb.Limits(max_fps=self.hub.limits.max_fps, max_pixels=self.hub.limits.max_pixels)))
-            tasks.spawn(self._read(incoming, hello, feed, out), name=f"grpc-feed-{hello.name}")
+            if opened.HasField("output"):
+                link = await open_link(self.manager, self.visitors, self.settings, feed, opened.output)
+            yield welcome(hello, self.hub.limits, link)
+            stream = EngineStream(hello, feed, link, out, self.settings.feed_idle_timeout_s)
+            tasks.spawn(stream.read(incoming), name=f"grpc-read-{hello.name}")
+            if link is not None:
+                for part in (stream.control, stream.styled, stream.messages):
+                    tasks.spawn(part(), name=f"grpc-{part.__name__}-{hello.name}")
             while (message := await out.next()) is not None:
                 yield message
         except FeedError as exc:
@@ -154,50 +81,10 @@ class EngineFeedService(rpc.EngineFeedServicer):
             await context.abort(exc.code, exc.line)
         finally:
             await tasks.close()
+            if link is not None:
+                await link.close()
             if feed is not None:
                 self.hub.remove(feed)
-
-    async def _first(self, incoming) -> pb.Open:
-        try:
-            first = await asyncio.wait_for(anext(incoming), HELLO_TIMEOUT_S)
-        except StopAsyncIteration:
-            raise FeedError("the stream ended before its open message", "open", CLOSE["bad_request"]) from None
-        except asyncio.TimeoutError:
-            raise StreamFailed(grpc.StatusCode.DEADLINE_EXCEEDED,
-                               f"open: none within {HELLO_TIMEOUT_S:g} s of the call") from None
-        kind = first.WhichOneof("kind")
-        if kind != "open":
-            raise FeedError(f"the first message must be open, got {kind or 'an empty message'}", "open",
-                            CLOSE["bad_request"])
-        return first.open
-
-    async def _read(self, incoming, hello, feed, out: Outgoing) -> None:
-        """Frames into the feed (decoded in a worker thread, as the WebSocket route does) until the engine
-        half-closes, fails a check, or goes silent."""
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(anext(incoming), self.settings.feed_idle_timeout_s)
-                except StopAsyncIteration:
-                    out.finish()
-                    return
-                kind = message.WhichOneof("kind")
-                if kind == "frame":
-                    feed.push(await asyncio.to_thread(parse_frame, message.frame, hello))
-                elif kind == "open":
-                    raise FeedError("sent twice: open comes once, first", "open", CLOSE["bad_request"])
-                elif kind == "control":
-                    raise FeedError("needs open.output: a feed without its own session has nothing to control",
-                                    "control", CLOSE["bad_request"])
-                else:
-                    raise FeedError("empty message: set one of open, frame, control", "message")
-        except FeedError as exc:
-            out.fail(StreamFailed.of(exc))
-        except asyncio.TimeoutError:
-            out.fail(StreamFailed(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                  f"no message within the idle timeout ({self.settings.feed_idle_timeout_s:g} s)"))
-        except grpc.aio.AioRpcError:      # the call went away under the reader: the writer hears it too
-            out.finish()
 
     # ---- the schedule calls ------------------------------------------------------------------------------
 

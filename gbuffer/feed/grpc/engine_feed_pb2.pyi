@@ -115,32 +115,42 @@ class PlayerInput(_message.Message):
     def __init__(self, steer: _Optional[float] = ..., throttle: _Optional[float] = ..., brake: _Optional[float] = ..., reset: _Optional[bool] = ..., handbrake: _Optional[bool] = ...) -> None: ...
 
 class StudioMessage(_message.Message):
-    __slots__ = ("welcome", "styled", "input", "event", "reply")
+    __slots__ = ("welcome", "styled", "input", "event", "channel")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     STYLED_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
-    REPLY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     styled: StyledFrame
     input: PlayerInput
     event: Event
-    reply: ControlReply
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., styled: _Optional[_Union[StyledFrame, _Mapping]] = ..., input: _Optional[_Union[PlayerInput, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., reply: _Optional[_Union[ControlReply, _Mapping]] = ...) -> None: ...
+    channel: ChannelMessage
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., styled: _Optional[_Union[StyledFrame, _Mapping]] = ..., input: _Optional[_Union[PlayerInput, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., channel: _Optional[_Union[ChannelMessage, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("source", "limits", "session_id", "owner_key", "watch_path")
+    __slots__ = ("source", "limits", "session_id", "owner_key", "watch_path", "watch_key", "renderer", "width", "height", "format")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     WATCH_PATH_FIELD_NUMBER: _ClassVar[int]
+    WATCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    RENDERER_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     source: str
     limits: Limits
     session_id: str
     owner_key: str
     watch_path: str
-    def __init__(self, source: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., session_id: _Optional[str] = ..., owner_key: _Optional[str] = ..., watch_path: _Optional[str] = ...) -> None: ...
+    watch_key: str
+    renderer: str
+    width: int
+    height: int
+    format: Format
+    def __init__(self, source: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., session_id: _Optional[str] = ..., owner_key: _Optional[str] = ..., watch_path: _Optional[str] = ..., watch_key: _Optional[str] = ..., renderer: _Optional[str] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., format: _Optional[_Union[Format, str]] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_fps", "max_pixels")
@@ -176,7 +186,7 @@ class Event(_message.Message):
     session_id: str
     def __init__(self, event: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
-class ControlReply(_message.Message):
+class ChannelMessage(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]
     json: str

@@ -56,7 +56,8 @@ class EngineFeedServicer:
 
     def Stream(self, request_iterator, context):
         """One engine feed: Open first, then frames (and control messages) in any order. The studio answers Welcome,
-        then styled frames (when Open asked for output), player input from pages driving the feed, events, replies.
+        then styled frames (when Open asked for output), player input from pages driving the feed, events, and the
+        session's data-channel messages (answers to Control, and what the session says of its own accord).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,7 +58,7 @@ def output_request(message: pb.OutputRequest) -> dict:
     request = {k: v for k, v in fields.items() if v}
     if message.width or message.height:
         request["size"] = f"{message.width}x{message.height}"
-    request["format"] = enum_name(FORMATS, message.format, "open.output.format")
+    request["format"] = enum_name(FORMATS, message.format, "output.format")
     return request
 
 
