@@ -87,7 +87,10 @@ def _frame(index=0, w=32, h=16) -> pb.EngineMessage:
 def _open(feed, w=32, h=16, fps=30.0, **fields) -> pb.EngineMessage:
     message = open_message(Hello(feed, w, h, fps))
     for field, value in fields.items():
-        setattr(message.open, field, value)
+        if field == "output":
+            message.open.output.CopyFrom(value)
+        else:
+            setattr(message.open, field, value)
     return message
 
 
@@ -319,3 +322,32 @@ def test_a_bad_output_request_is_refused_in_one_line(studio, output, code, line)
     assert refused.value.detail.startswith(f"the studio refused the feed: {line}")
     assert "\n" not in str(refused.value)
     wait_until(lambda: "badout" not in studio.app.state.feeds.names(), 20, "the refused feed to go")
+
+
+def test_an_engine_that_stops_reading_stalls_nothing_and_then_hears_what_it_missed(studio, stub):
+    FRAMES = 40
+    engine = Engine(stub).send(_open("stalled", 416, 224, output=pb.OutputRequest(prompt="sandstorm")))
+    session_id = engine.next().welcome.session_id
+    session = studio.sessions[session_id]
+
+    async def scenario():
+        async with StudioViewer(studio.url, source="drive", size="160x96", keep_pixels=False) as viewer:
+            await viewer.wait_frames(3)
+            n = len(viewer.frames)
+
+            def stream_without_reading():         # 11 MB of styled frames back: past the transport's buffers
+                for i in range(FRAMES):
+                    engine.send(frame_message(synthetic_gbuffer(416, 224, i / 30, i)))
+                    wait_until(lambda: session.rollout.frame_index > i, 30, f"frame {i} rendered")
+
+            await asyncio.to_thread(stream_without_reading)     # the renderer kept pace with the engine
+            await viewer.wait_frames(n + 10)                    # and the other session streamed on
+    asyncio.run(scenario())
+    styled = []
+    while not styled or styled[-1].index != FRAMES - 1:
+        message = engine.next()
+        if message.WhichOneof("kind") == "styled":
+            styled.append(message.styled)
+    assert len(styled) < FRAMES and sum(s.missed for s in styled) == FRAMES - len(styled)
+    engine.close()
+    wait_until(lambda: session_id not in studio.sessions, 20, "the engine's session to end")
