@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import shutil
+import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -351,3 +354,26 @@ def test_an_engine_that_stops_reading_stalls_nothing_and_then_hears_what_it_miss
     assert len(styled) < FRAMES and sum(s.missed for s in styled) == FRAMES - len(styled)
     engine.close()
     wait_until(lambda: session_id not in studio.sessions, 20, "the engine's session to end")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("protoc") and shutil.which("grpc_cpp_plugin") and shutil.which("pkg-config")),
+                    reason="a C++ gRPC toolchain (apt: protobuf-compiler-grpc libgrpc++-dev)")
+def test_a_cpp_client_generated_from_the_proto_streams_and_gets_its_frames_back(studio, tmp_path):
+    """The C++ (Unreal) route of docs/engines.md, for real: protoc with grpc_cpp_plugin, g++, and a run."""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(["protoc", f"-I{root}", f"--cpp_out={tmp_path}", f"--grpc_out={tmp_path}",
+                    f"--plugin=protoc-gen-grpc={shutil.which('grpc_cpp_plugin')}",
+                    str(root / "gbuffer/feed/grpc/engine_feed.proto")], check=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "grpc++", "protobuf"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    generated = sorted(str(p) for p in (tmp_path / "gbuffer/feed/grpc").glob("*.cc"))
+    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{tmp_path}", str(root / "tests/helpers/engine_feed_client.cc"),
+                    *generated, *flags, "-o", str(tmp_path / "client")], check=True, timeout=600)
+    run = subprocess.run([str(tmp_path / "client"), f"127.0.0.1:{studio.settings.grpc_port}", TOKEN],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert "welcome session=" in run.stdout and "sent 10 received 10 status 0" in run.stdout
+    refused = subprocess.run([str(tmp_path / "client"), f"127.0.0.1:{studio.settings.grpc_port}", "wrong"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "no welcome" in refused.stderr
