@@ -23,7 +23,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, Strict, StrictBool, StrictInt, StringConstraints, TypeAdapter
@@ -48,7 +48,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # WebSocket close codes the studio uses for a feed
 CLOSE = {"policy": 1008, "too_big": 1009, "bad_data": 1003, "bad_request": 4400, "unauthorized": 4401,
-         "conflict": 4409, "rate": 4429, "idle": 4408}
+         "conflict": 4409, "rate": 4429, "idle": 4408, "full": 1013}
 
 
 class FeedError(GBufferError):
@@ -77,13 +77,22 @@ class Hello:
     height: Side
     fps: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | Annotated[StrictInt, Field(gt=0)]
     compression: Literal["none", "zlib"] = "none"
-    protocol: Literal[FEED_PROTOCOL] = FEED_PROTOCOL
+    protocol: Literal[FEED_PROTOCOL, RETURN_PROTOCOL] = FEED_PROTOCOL
     rgb: StrictBool = False          # each frame payload also carries the paired RGB image
+    # protocol 2: what the engine's own session renders and sends back (the studio checks its fields)
+    output: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
-                           "height": self.height, "fps": self.fps, "compression": self.compression,
-                           "rgb": self.rgb})
+        hello = {"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
+                 "height": self.height, "fps": self.fps, "compression": self.compression, "rgb": self.rgb}
+        if self.output is not None:
+            hello["output"] = self.output
+        return json.dumps(hello)
+
+    @property
+    def returns(self) -> bool:
+        """The engine asked for its styled frames back (protocol 2)."""
+        return self.protocol == RETURN_PROTOCOL
 
     @property
     def gbuffer_bytes(self) -> int:
@@ -114,9 +123,13 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
         raise FeedError("JSON nested too deeply", "hello", CLOSE["bad_request"]) from None
     if not isinstance(data, dict) or data.get("type") != "hello":
         raise FeedError("the first message must be {\"type\": \"hello\", ...}", "hello", CLOSE["bad_request"])
-    if data.get("protocol") != FEED_PROTOCOL:
-        raise FeedError(f"protocol {data.get('protocol')!r} is not supported; this studio speaks {FEED_PROTOCOL}",
-                        "hello", CLOSE["bad_request"])
+    version = data.get("protocol")
+    if isinstance(version, bool) or version not in PROTOCOLS:
+        raise FeedError(f"protocol {version!r} is not supported; this studio speaks "
+                        f"{' and '.join(map(str, PROTOCOLS))}", "hello", CLOSE["bad_request"])
+    if version == FEED_PROTOCOL and "output" in data:
+        raise FeedError(f"'output' needs protocol {RETURN_PROTOCOL} (the return path); this hello says "
+                        f"{FEED_PROTOCOL}", "hello.output", CLOSE["bad_request"])
     hello = validate(HELLO, {k: v for k, v in data.items() if k != "type"}, _hello_error)
     if hello.width * hello.height > limits.max_pixels:
         raise FeedError(f"{hello.width}x{hello.height} exceeds the cap of {limits.max_pixels} pixels", "hello",
@@ -124,7 +137,8 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
     if hello.fps > limits.max_fps:
         raise FeedError(f"{hello.fps!r} is not a frame rate in (0, {limits.max_fps:g}]", "hello.fps",
                         CLOSE["bad_request"])
-    return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, rgb=hello.rgb)
+    return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, hello.protocol,
+                 hello.rgb, hello.output if hello.returns else None)
 
 
 def encode_frame(frame: GBufferFrame, compression: str = "none", rgb: bool = False) -> bytes:

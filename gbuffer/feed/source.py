@@ -149,6 +149,10 @@ class FeedSource(LiveSource):
         self.feed.send({"type": "input", "steer": p.steer, "throttle": p.throttle, "brake": p.brake,
                         "reset": p.reset, "handbrake": p.handbrake, "session_id": self.session_id})
 
+    def frame_ready(self, timeout: float) -> bool:
+        self.feed.wait_frame(self._seen, timeout, lambda: self._interrupted)
+        return self.feed.frames > self._seen or self.feed.closed or self._interrupted
+
     def interrupt(self) -> None:
         self._interrupted = True
         self.feed.wake()

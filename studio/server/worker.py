@@ -108,6 +108,8 @@ class SessionWorker:
                                                         reason="next pass of the loop"))
                 if self.rollout.session.chunk_size == 1 and self.sink is None and not self.buffer.wait_for_room(0.05):
                     continue   # render just in time: only once the last frame is on its way (commands apply)
+                if self.sink is not None and not self._engine_frame_ready():
+                    continue   # an engine's session waits for its next frame here, where commands still apply
                 t0, wall0 = time.perf_counter(), time.time()
                 count, parts = self.rollout.next_chunk_parts()
                 if self.loop_playback and self._at_end():
@@ -135,6 +137,10 @@ class SessionWorker:
             self.buffer.close()
             if self.state == "ended":
                 self.on_ended()
+
+    def _engine_frame_ready(self) -> bool:
+        source = self.rollout.source
+        return not isinstance(source, LiveSource) or source.frame_ready(0.05)
 
     def _source_ended(self) -> bool:
         """→ True when the loop ends with it: a live source that ends (a feed that went away) does not come
