@@ -377,3 +377,37 @@ def test_a_cpp_client_generated_from_the_proto_streams_and_gets_its_frames_back(
     refused = subprocess.run([str(tmp_path / "client"), f"127.0.0.1:{studio.settings.grpc_port}", "wrong"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "no welcome" in refused.stderr
+
+
+def test_engine_sessions_count_against_the_studios_session_limit(studio):
+    """Three slots (the fixture's max_sessions): three engines get sessions, a fourth hears UNAVAILABLE."""
+    from gbuffer.feed.protocol import FeedError
+
+    stop = threading.Event()
+    clients = [_client(studio, f"slot{i}", prompt="polar") for i in range(studio.settings.max_sessions)]
+
+    def keep_alive(client):           # a session's source ends when its feed goes quiet: keep each one fed
+        index = 0
+        while not stop.wait(0.1) and client.connected:
+            client.send_frame(synthetic_gbuffer(64, 32, index / 30, index))
+            index += 1
+
+    threads = []
+    try:
+        for client in clients:
+            client.connect()
+            threads.append(threading.Thread(target=keep_alive, args=(client,), daemon=True))
+            threads[-1].start()
+        late = _client(studio, "late", prompt="polar")
+        with pytest.raises(FeedError) as refused:
+            late.connect()
+        assert late.status == grpc.StatusCode.UNAVAILABLE
+        assert refused.value.detail.startswith("the studio refused the feed: studio full")
+        assert all(c.connected for c in clients)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for client in clients:
+            client.close()
+    wait_until(lambda: not studio.sessions, 20, "the engines' sessions to end")

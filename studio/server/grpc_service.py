@@ -81,10 +81,10 @@ class EngineFeedService(rpc.EngineFeedServicer):
             await context.abort(exc.code, exc.line)
         finally:
             await tasks.close()
+            if feed is not None:
+                self.hub.remove(feed)     # first: it wakes the session's read of the feed
             if link is not None:
                 await link.close()
-            if feed is not None:
-                self.hub.remove(feed)
 
     # ---- the schedule calls ------------------------------------------------------------------------------
 

@@ -22,13 +22,13 @@ from gbuffer.feed.protocol import CLOSE, FeedError, Hello, StyledFrame
 from gbuffer.feed.source import Feed
 from gbuffer.input import PlayerInput
 from studio.server.engine_link import EngineLink, parse_output
-from studio.server.feed_routes import HELLO_TIMEOUT_S, OUTBOX_SIZE
+from studio.server.feed_routes import CONTROL_BACKLOG, HELLO_TIMEOUT_S, OUTBOX_SIZE
 from studio.server.sessions import StudioFull
 
 STATUS = {CLOSE["bad_request"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["bad_data"]: grpc.StatusCode.INVALID_ARGUMENT,
           CLOSE["too_big"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["conflict"]: grpc.StatusCode.ALREADY_EXISTS,
           CLOSE["rate"]: grpc.StatusCode.RESOURCE_EXHAUSTED, CLOSE["idle"]: grpc.StatusCode.DEADLINE_EXCEEDED,
-          CLOSE["unauthorized"]: grpc.StatusCode.UNAUTHENTICATED}
+          CLOSE["unauthorized"]: grpc.StatusCode.UNAUTHENTICATED, CLOSE["full"]: grpc.StatusCode.UNAVAILABLE}
 
 
 class StreamFailed(Exception):
@@ -134,8 +134,8 @@ async def open_link(manager, visitors, settings, feed: Feed, output: pb.OutputRe
     try:
         request = parse_output(output_request(output))
         return await EngineLink.open(manager, feed, request, visitors.grant(visitors.admit(None), settings.takes))
-    except StudioFull as exc:
-        raise StreamFailed(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from None
+    except StudioFull as exc:       # every session slot is taken: try again later
+        raise StreamFailed(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
     except UserError as exc:        # named from the output request down: open.output.size, open.output: renderer
         line = str(exc) if str(exc).startswith("output") else f"output: {exc}"
         raise FeedError(f"open.{line}", None, CLOSE["bad_request"]) from None
@@ -158,7 +158,7 @@ class EngineStream:
     def __init__(self, hello: Hello, feed: Feed, link: EngineLink | None, out: Outgoing, idle_timeout_s: float):
         self.hello, self.feed, self.link, self.out = hello, feed, link, out
         self.idle_timeout_s = idle_timeout_s
-        self._controls: asyncio.Queue[str] = asyncio.Queue()
+        self._controls: asyncio.Queue[str] = asyncio.Queue(CONTROL_BACKLOG)
 
     async def read(self, incoming) -> None:
         """Until the engine half-closes, fails a check, or goes silent."""
@@ -176,6 +176,9 @@ class EngineStream:
                     if self.link is None:
                         raise FeedError("needs open.output: a feed without its own session has nothing to "
                                         "control", "control", CLOSE["bad_request"])
+                    if self._controls.full():
+                        raise FeedError(f"{CONTROL_BACKLOG} control messages are already waiting for their "
+                                        "answers", "control", CLOSE["rate"])
                     self._controls.put_nowait(message.control.json)
                 elif kind == "open":
                     raise FeedError("sent twice: open comes once, first", "open", CLOSE["bad_request"])
