@@ -3,17 +3,20 @@ for the WebSocket, with the same calls, so `stream_source` drives either.
 
     with GrpcFeedClient("127.0.0.1:50051", name="kart", width=416, height=224, fps=30,
                         output={"prompt": "cyberpunk"}) as client:
+        client.welcome.session_id, client.welcome.watch_path     # the session; browsers watch it there
         client.send_frame(frame)
+        client.control({"type": "preset", "name": "volcano"})    # → the ack (or error), as on the data channel
         for styled in client.frames():     # StyledFrame: index of the G-buffer frame, .rgb() → (H, W, 3)
             ...
 
 Synchronous on purpose, as engines are loops: gRPC's own thread writes what `send_frame` queues, a background
-thread reads what the studio sends (the newest styled frame is kept; player input, events and the session's channel messages are
-collected).
+thread reads what the studio sends (styled frames kept for a slow reader as FeedClient keeps them; player input,
+events and the session's messages collected).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import queue
 import threading
@@ -24,6 +27,7 @@ import grpc
 from alaya_errors import validate
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
+from gbuffer.feed.client import ANSWERS, STYLED_KEPT
 from gbuffer.feed.grpc.messages import FORMAT_IDS, FORMATS, frame_message, open_message
 from gbuffer.feed.protocol import HELLO, FeedError, StyledFrame
 from gbuffer.frame import GBufferFrame
@@ -60,13 +64,16 @@ class GrpcFeedClient:
         self.token = token
         self.welcome: pb.Welcome | None = None
         self.events: list[dict] = []
-        self.messages: list[dict] = []      # the session's data-channel messages: answers to control, `ended`, ...
+        self.messages: list[dict] = []      # the session's own messages (timeline, preparing, ended, ...)
         self.inputs_received = 0
         self.frames_received = 0
+        self.frames_dropped = 0             # styled frames this client received but nobody read in time
         self.close_reason: str | None = None
         self.status: grpc.StatusCode | None = None     # how the studio ended the stream
         self._input: PlayerInput | None = None
-        self._styled: StyledFrame | None = None
+        self._styled: collections.deque[StyledFrame] = collections.deque(maxlen=STYLED_KEPT)
+        self._answers: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self._asking = threading.Lock()     # one control request at a time: answers come in order
         self._cond = threading.Condition()
         self._outgoing: queue.Queue = queue.Queue(SEND_QUEUE)
         self._channel: grpc.Channel | None = None
@@ -110,7 +117,8 @@ class GrpcFeedClient:
                 kind = message.WhichOneof("kind")
                 with self._cond:
                     if kind == "styled":
-                        self._styled = styled_frame(message.styled)
+                        self.frames_dropped += len(self._styled) == self._styled.maxlen
+                        self._styled.append(styled_frame(message.styled))
                         self.frames_received += 1
                     elif kind == "input":
                         i = message.input
@@ -119,7 +127,8 @@ class GrpcFeedClient:
                     elif kind == "event":
                         self.events.append({"event": message.event.event, "session_id": message.event.session_id})
                     elif kind == "channel":
-                        self.messages.append(json.loads(message.channel.json))
+                        said = json.loads(message.channel.json)
+                        (self._answers.put if said.get("type") in ANSWERS else self.messages.append)(said)
                     self._cond.notify_all()
             self.status = grpc.StatusCode.OK
             self.close_reason = "closed by the studio"
@@ -144,9 +153,21 @@ class GrpcFeedClient:
                             f"{self.hello.width}x{self.hello.height}", "feed client")
         self._send(frame_message(frame, self.hello.compression, self.hello.rgb))
 
-    def control(self, message: dict) -> None:
-        """A data-channel message for the engine's session (needs `output`); its answer lands in `messages`."""
-        self._send(pb.EngineMessage(control=pb.Control(json=json.dumps(message))))
+    def control(self, message: dict, timeout: float = 10.0) -> dict | None:
+        """One data-channel message for the engine's session (needs `output`; prompt, preset, blend, schedule,
+        ...: docs/datachannel.md) → the studio's answer (an ack or an error); None for `key` and `input`."""
+        if self.output is None:
+            raise FeedError("control messages need the engine's own session: give GrpcFeedClient an output",
+                            "feed client")
+        with self._asking:
+            self._send(pb.EngineMessage(control=pb.Control(json=json.dumps(message))))
+            if message.get("type") in ("key", "input"):
+                return None
+            try:
+                return self._answers.get(timeout=timeout)
+            except queue.Empty:
+                raise FeedError(f"no answer to {message.get('type')!r} within {timeout:g} s",
+                                "feed client") from None
 
     def _send(self, message: pb.EngineMessage) -> None:
         while self.connected:
@@ -164,16 +185,16 @@ class GrpcFeedClient:
             return p
 
     def frames(self, timeout: float | None = None) -> Iterator[StyledFrame]:
-        """Styled frames as they arrive (the newest each time; `missed` says how many the studio dropped), until
-        the stream ends or none arrives within `timeout` seconds."""
+        """The styled frames in the order they came, waiting for each, until the stream ends or nothing arrives
+        for `timeout` s. A slow reader finds the newest STYLED_KEPT (the older counted in `frames_dropped`; the
+        studio's own skips are each frame's `missed`)."""
         while True:
             with self._cond:
-                if not self._cond.wait_for(lambda: self._styled is not None or self.close_reason is not None,
-                                           timeout):
+                if not self._cond.wait_for(lambda: self._styled or self.close_reason is not None, timeout):
                     return
-                styled, self._styled = self._styled, None
-            if styled is None:
-                return
+                if not self._styled:
+                    return
+                styled = self._styled.popleft()
             yield styled
 
     # ---- closing -----------------------------------------------------------------------------------------
