@@ -29,6 +29,7 @@ from websockets.sync.client import connect
 
 from alaya_errors import validate
 from gbuffer.feed.protocol import HELLO, RETURN_PROTOCOL, FeedError, StyledFrame, decode_styled, encode_frame
+from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource, Source
@@ -56,6 +57,7 @@ class FeedClient:
         self._lock = threading.Lock()
         self.messages: list[dict] = []         # protocol 2: the session's own (timeline, preparing, ended, ...)
         self.frames_dropped = 0                # styled frames this client received but nobody read in time
+        self.roundtrips = RoundTrips()         # G-buffer frame sent → its styled frame received
         self._styled: collections.deque[StyledFrame] = collections.deque(maxlen=STYLED_KEPT)
         self._answers: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._asking = threading.Lock()        # one control request at a time: answers come in order
@@ -113,6 +115,7 @@ class FeedClient:
             self._arrived.notify_all()
 
     def _keep(self, frame: StyledFrame) -> None:
+        self.roundtrips.arrived(frame)
         with self._arrived:
             if len(self._styled) == self._styled.maxlen:
                 self.frames_dropped += 1
@@ -165,7 +168,10 @@ class FeedClient:
         if frame.width != self.hello.width or frame.height != self.hello.height:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the hello said "
                             f"{self.hello.width}x{self.hello.height}", "feed client")
-        self._send(encode_frame(frame, self.hello.compression, self.hello.rgb))
+        message = encode_frame(frame, self.hello.compression, self.hello.rgb)
+        if self.returns:
+            self.roundtrips.sent(frame.index)
+        self._send(message)
 
     def _send(self, message: str | bytes) -> None:
         try:
