@@ -30,6 +30,7 @@ from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
 from gbuffer.feed.client import ANSWERS, STYLED_KEPT
 from gbuffer.feed.grpc.messages import FORMAT_IDS, FORMATS, frame_message, open_message
 from gbuffer.feed.protocol import HELLO, FeedError, StyledFrame
+from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 
@@ -66,8 +67,8 @@ class GrpcFeedClient:
         self.events: list[dict] = []
         self.messages: list[dict] = []      # the session's own messages (timeline, preparing, ended, ...)
         self.inputs_received = 0
-        self.frames_received = 0
         self.frames_dropped = 0             # styled frames this client received but nobody read in time
+        self.roundtrips = RoundTrips()      # G-buffer frame sent → its styled frame received
         self.close_reason: str | None = None
         self.status: grpc.StatusCode | None = None     # how the studio ended the stream
         self._input: PlayerInput | None = None
@@ -117,9 +118,10 @@ class GrpcFeedClient:
                 kind = message.WhichOneof("kind")
                 with self._cond:
                     if kind == "styled":
+                        styled = styled_frame(message.styled)
+                        self.roundtrips.arrived(styled)
                         self.frames_dropped += len(self._styled) == self._styled.maxlen
-                        self._styled.append(styled_frame(message.styled))
-                        self.frames_received += 1
+                        self._styled.append(styled)
                     elif kind == "input":
                         i = message.input
                         self._input = PlayerInput(i.steer, i.throttle, i.brake, i.reset, i.handbrake)
@@ -151,7 +153,10 @@ class GrpcFeedClient:
         if frame.width != self.hello.width or frame.height != self.hello.height:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the open said "
                             f"{self.hello.width}x{self.hello.height}", "feed client")
-        self._send(frame_message(frame, self.hello.compression, self.hello.rgb))
+        message = frame_message(frame, self.hello.compression, self.hello.rgb)
+        if self.output is not None:
+            self.roundtrips.sent(frame.index)
+        self._send(message)
 
     def control(self, message: dict, timeout: float = 10.0) -> dict | None:
         """One data-channel message for the engine's session (needs `output`; prompt, preset, blend, schedule,
