@@ -410,3 +410,13 @@ def test_engine_sessions_count_against_the_studios_session_limit(studio):
         for client in clients:
             client.close()
     wait_until(lambda: not studio.sessions, 20, "the engines' sessions to end")
+
+
+def test_an_engine_gone_quiet_is_ended_after_the_idle_timeout_and_so_is_its_session(studio, stub):
+    engine = Engine(stub).send(_open("quiet", output=pb.OutputRequest(prompt="polar")))
+    session_id = engine.next().welcome.session_id
+    engine.send(_frame(0))
+    code, line = engine.refusal()     # nothing more is sent, and the stream is kept open
+    assert (code, line) == (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the idle timeout (10 s)")
+    wait_until(lambda: session_id not in studio.sessions, 20, "the quiet engine's session to end")
+    engine.close()
