@@ -181,6 +181,7 @@ class EngineLink:
             pass
         finally:
             self.slot.close()
+            self.channel.close()         # after the session's last messages (`ended`), which are queued first
 
     # ---- control ----------------------------------------------------------------------------------------
 
@@ -194,9 +195,9 @@ class EngineLink:
         return await self.channel.next_message()
 
     async def close(self, reason: str = "the engine closed its link") -> None:
+        """End the session (if it has not ended on its own); `next_frame` and `next_message` answer None."""
         await self.manager.end(self.session, reason)
         await self._player
-        self.channel.close()
 
 
 def _jpeg(rgb: np.ndarray, quality: int) -> bytes:

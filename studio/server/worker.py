@@ -205,10 +205,11 @@ class SessionWorker:
         take = self.takes.recorder
         for f in chunk:
             rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
+            if self.sink is not None:
+                self.sink(f, rgb)                # first: the engine waits for it, the watchers' video does not
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             item = OutgoingFrame(f.index, video, rendered_at, _frame_info(f, rendered_wall))
             if self.sink is not None:
-                self.sink(f, rgb)
                 if not self.buffer.put(item, timeout=0):
                     self.buffer.clear()          # latest frame wins: the watchers' track is never waited for
                     self.buffer.put(item, timeout=0)
