@@ -149,7 +149,7 @@ def test_player_input_only_counts_when_autopilot_is_off():
 
 def test_reset_returns_to_the_track_at_the_next_tick():
     sim = EngineSimulation(seed=0, autopilot=False)
-    drive(sim, [PlayerInput(throttle=1.0)] * (3 * TICK_HZ))  # straight on: the road bends away
+    drive(sim, [PlayerInput(steer=0.3, throttle=1.0)] * (3 * TICK_HZ))  # steered off the road on purpose
     assert not sim.physics.state.on_track
     sim.apply_input(PlayerInput(reset=True))
     assert not sim.physics.state.on_track  # nothing happens before the tick

@@ -160,3 +160,30 @@ def test_a_rollout_renders_what_the_live_timeline_says(tmp_path):
         rollout.close()
     assert {f.conditioning.label() for f in first} == {"cyberpunk"}
     assert {f.conditioning.label() for f in second} == {"volcano"}
+
+
+def test_a_live_switch_on_a_looping_prepared_timeline_holds_until_its_next_block_and_deletes_none():
+    eight = Schedule.from_json({"version": 1, "length": 80, "loop": True, "segments": [
+        {"start": start, "prompt": name} for start, name in ((0, "cyberpunk"), (20, "volcano"), (40, "polar"),
+                                                             (60, "infrared"))]})
+    timeline = LiveTimeline(eight)
+    play(timeline, range(25))
+    for frame, name in ((25, "deep_sea"), (27, "sandstorm"), (45, "holy_gold"), (70, "vaporwave")):  # keys pressed
+        assert timeline.switch(frame, cond(name), 0) is False
+        play(timeline, range(frame, frame + 2))
+    assert [(s.start, s.prompts[0].preset) for s in timeline.schedule.segments] == [
+        (0, "cyberpunk"), (20, "volcano"), (25, "sandstorm"), (40, "polar"), (45, "holy_gold"), (60, "infrared"),
+        (70, "vaporwave")]                                    # this pass: each holds until the next block
+    played = play(timeline, [*range(72, 80), *range(80)])
+    assert timeline.schedule == eight                         # the next pass plays the timeline as applied
+    assert [c.label() for c in played[8:]] == [eight.conditioning_at(f).label() for f in range(80)]
+
+
+def test_a_live_switch_before_a_block_to_come_keeps_it():
+    timeline = LiveTimeline(fixed(300, (0, "polar"), (100, "volcano"), (200, "deep_sea")))
+    timeline.switch(50, cond("infrared"), 0)
+    timeline.switch(150, cond("infrared"), 0)
+    assert [(s.start, s.prompts[0].preset) for s in timeline.schedule.segments] == [
+        (0, "polar"), (50, "infrared"), (100, "volcano"), (150, "infrared"), (200, "deep_sea")]
+    timeline.switch(250, cond("cyberpunk"), 0)                 # in the last block: nothing ahead to keep
+    assert timeline.schedule.boundaries() == (0, 50, 100, 150, 200, 250)

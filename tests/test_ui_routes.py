@@ -110,6 +110,22 @@ def test_a_bad_upload_is_refused_with_one_line_and_not_kept(client, data_dir, na
     assert not (data_dir / "uploads" / name).exists()
 
 
+@pytest.mark.parametrize("name, body, damaged, technical", [
+    ("version.npy", b"\x93NUMPY g" + bytes(300), True, "(32, 103)"),            # bytes 6-7: format version 32.103
+    ("cut.npy", npy_bytes()[:2000], True, "truncated"),
+    ("flat.npy", npy_bytes((32, 103)), False, "(32, 103)"),                     # an image, not a window
+])
+def test_a_corrupt_upload_is_refused_in_visitor_words_with_the_detail_in_the_json(client, name, body, damaged,
+                                                                                    technical):
+    res = client.put(f"/api/ui/uploads/{name}", content=body)
+    assert res.status_code == 400, res.text
+    refusal = res.json()
+    words = "damaged or cut short" if damaged else "holds no G-buffer frames the studio can play"
+    assert refusal["error"].startswith(f"{name}: ") and words in refusal["error"], refusal
+    assert technical not in refusal["error"] and "(T, 5" not in refusal["error"]
+    assert technical in refusal["detail"], refusal                                     # for tools, not the page
+
+
 def test_upload_names_are_checked():
     with pytest.raises(UploadError, match="file name: use letters"):
         check_name("../escape.npy")

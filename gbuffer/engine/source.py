@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 from alaya_errors import UserError
+from gbuffer.engine.assist import verge_assist
 from gbuffer.engine.autopilot import Autopilot
 from gbuffer.engine.camera import ChaseCamera
 from gbuffer.engine.physics import TICK_HZ, KartPhysics
@@ -29,7 +30,8 @@ class EngineSimulation:
     """World + kart + autopilot + chase camera, with no rendering: runs headless and fast.
 
     `advance()` runs one physics tick with the control of the moment: the autopilot's when `autopilot` is
-    on, otherwise the last player input. A `reset` in the player input is applied once, at the next tick.
+    on, otherwise the last player input, with the verge assist (assist.py) while the player is not steering.
+    A `reset` in the player input is applied once, at the next tick.
     """
 
     def __init__(self, seed: int = 0, autopilot: bool = True):
@@ -58,7 +60,8 @@ class EngineSimulation:
         with self._input_lock:
             player, reset = self.player_input, self._reset_pending
             self._reset_pending = False
-        control = self.pilot.control(self.physics.state) if self.autopilot else player
+        state = self.physics.state
+        control = self.pilot.control(state) if self.autopilot else verge_assist(self.world.track, state, player)
         if reset:
             control = replace(control, reset=True)
         self.control = control

@@ -3,6 +3,7 @@
 A rollout asks it `conditioning_at(frame)` like any schedule (`studio.rollout.ConditioningTimeline`). Edits:
 - `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block, a switch
   to what the block already plays adds none; on a loop the switch takes the whole loop, from the next pass on.
+  On a prepared timeline (several blocks, more to come) it holds until the next block and deletes none.
 - `patch`: a switch placed at a timeline frame (the timeline editor's), future or past.
 - `replace`: a whole new schedule; one the visitor applies after its length has passed begins at the frame on
   screen (`begun_at`).
@@ -47,6 +48,9 @@ class LiveTimeline:
     def switch(self, frame: int, conditioning: Conditioning, transition: int) -> bool:
         """A switch made live at `frame` (the frame played next); → whether it took the whole loop."""
         length = self.loop_length()
+        if self._prepared(frame, length):
+            self._override(frame, length, conditioning, transition)
+            return False
         if length:
             self.schedule, self._passes = self._loop_switch(frame % length, length, conditioning, transition)
         elif not self._plays(frame, conditioning):
@@ -73,6 +77,34 @@ class LiveTimeline:
         return False
 
     # ---- the rules -----------------------------------------------------------------------------------------
+
+    def _applied(self) -> Schedule:
+        """The schedule the passes to come play: the last queued pass, else the one that plays."""
+        return self._passes[-1] if self._passes else self.schedule
+
+    def _prepared(self, frame: int, length: int | None) -> bool:
+        """Whether a live switch at `frame` lands in a timeline of several blocks with more of it to come: a
+        loop of several blocks (Eight worlds looping), or a block ahead of `frame`. Such a timeline is kept
+        (docs/ui.md, "Live switches on a prepared timeline")."""
+        if len(self._applied().segments) < 2:
+            return False
+        return bool(length) or any(seg.start > frame for seg in self.schedule.segments)
+
+    def _override(self, frame: int, length: int | None, conditioning: Conditioning, transition: int) -> None:
+        """The switch plays from `frame` until the next block of the timeline begins, deleting none; on a loop
+        only for this pass, and the next pass plays the timeline as it was applied."""
+        position = frame % length if length else frame
+        if self._plays(position, conditioning):
+            return
+        applied = self._applied()
+        block = self.schedule.segment_at(position)
+        # coalesce with an earlier live switch of this pass, never with one of the applied timeline's blocks
+        at = self._coalesced(position) if not length or block not in applied.segments else position
+        ahead = [seg for seg in self.schedule.to_json()["segments"] if seg["start"] > position]
+        doc = self._switched(self.schedule, at, conditioning, transition).to_json()
+        self.schedule = Schedule.build({**doc, "segments": [*doc["segments"], *ahead]}, "schedule")
+        if length:
+            self._passes = [applied]
 
     def _wrapped(self, frame: int) -> int:
         s = self.schedule

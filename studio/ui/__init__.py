@@ -30,7 +30,7 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
     import gradio as gr
 
     from studio.ui import routes
-    from studio.ui.blocks import STATIC_URL, build_blocks, head_html
+    from studio.ui.blocks import STATIC_URL, build_blocks, head_html, page_theme
     from studio.ui.jobs import RenderJobs
     from studio.ui.thumbnails import ThumbnailCache
 
@@ -56,5 +56,5 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
         return RedirectResponse(f"{path}/" + (f"?{query}" if query else ""))
 
     app.add_api_route("/", to_studio, include_in_schema=False)
-    return gr.mount_gradio_app(app, build_blocks(), path=path, head=head_html(), footer_links=[],
-                               show_error=True)
+    return gr.mount_gradio_app(app, build_blocks(), path=path, head=head_html(), theme=page_theme(),
+                               footer_links=[], show_error=True)

@@ -13,8 +13,21 @@ ENTRY = "studio.js"                # an ES module: it imports the page's other m
 START_JS = "const go = () => window.AlayaStudio ? window.AlayaStudio.start(element) : setTimeout(go, 30); go();"
 
 
+PAGE_BACKGROUND, PAGE_TEXT = "#15171c", "#e6e6e6"     # studio.css's --bg and --fg
+
+
+def page_theme() -> gr.themes.Base:
+    """Gradio's theme with the page's dark body. Gradio writes the body colours into an inline <style> of the
+    HTML it serves, so the very first paint (its "Loading…" screen, before any CSS or script has arrived) is
+    already dark instead of a white flash."""
+    dark = {"body_background_fill": PAGE_BACKGROUND, "body_background_fill_dark": PAGE_BACKGROUND,
+            "body_text_color": PAGE_TEXT, "body_text_color_dark": PAGE_TEXT}
+    return gr.themes.Default().set(**dark)
+
+
 def head_html() -> str:
-    links = [f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">',
+    links = ['<meta name="color-scheme" content="dark">',      # dark form controls and scrollbars
+             f'<link rel="stylesheet" href="{STATIC_URL}/studio.css">',
              '<link rel="icon" href="/favicon.ico" type="image/svg+xml">']     # served by the studio server
     links.append(f'<script type="module" src="{STATIC_URL}/{ENTRY}"></script>')
     return "\n".join(links)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.requests import HTTPConnection
 
@@ -22,6 +22,7 @@ from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, pars
 from studio.schedule.easing import EASINGS
 from studio.server.deps import FeedsDep, KeyDep, ManagerDep, SessionDep, SettingsDep, VisitorDep, VisitorsDep
 from studio.server.models import ErrorBody, SessionOptions
+from studio.server.redact import hide_paths
 from studio.sources import ENGINE_INPUTS
 from studio.rollout import RenderedFrame
 from studio.takes import TAKE_PREFIX
@@ -135,11 +136,18 @@ class UploadResult(BaseModel):
     fps: float
 
 
-@router.put("/uploads/{name}", response_model=UploadResult, responses=FULL)
-async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, visitors: VisitorsDep) -> UploadResult:
+class UploadRefusal(ErrorBody):
+    detail: str | None = Field(None, description="the file reader's own account of what it found, for tools; "
+                                                 "`error` says it in a visitor's words")
+
+
+@router.put("/uploads/{name}", response_model=UploadResult, responses={**FULL, 400: {"model": UploadRefusal}})
+async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, visitors: VisitorsDep,
+                 settings: SettingsDep) -> UploadResult:
     """The request body is the file (.npy window or .gbuf.zip); it is checked by opening it as a sequence.
     It needs the visitor's owner key; a visitor holds a few uploads at a time, and a name another visitor
-    uploaded is theirs (409). When full: 429 (your uploads) or 507 (the studio's disk quota)."""
+    uploaded is theirs (409). When full: 429 (your uploads) or 507 (the studio's disk quota). A file that is
+    no sequence: 400 with `error` in a visitor's words and `detail` the reader's technical line."""
     declared = int(request.headers.get("content-length") or 0)
     if declared > ui.upload_limit:
         raise UploadError(f"larger than the upload limit of {ui.upload_limit / 2**20:.1f} MiB", name)
@@ -148,7 +156,13 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
     if replacing and not visitor.owns(path):
         raise HTTPException(409, f"{name!r} is another visitor's upload; choose another name")
     room = visitors.room(visitor, "uploads", replacing)
-    path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, room)
+    try:
+        path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, room)
+    except UploadError as exc:
+        if exc.technical is None:
+            raise
+        refusal = UploadRefusal(error=str(exc), where=exc.where, detail=hide_paths(exc.technical, settings))
+        return JSONResponse(refusal.model_dump(), status_code=400)
     if path not in visitor.uploads:
         visitor.uploads.append(path)
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)

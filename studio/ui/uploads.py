@@ -19,7 +19,20 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 
 
 class UploadError(UserError):
-    """An upload the studio refuses: bad name, too large, or not a readable G-buffer sequence."""
+    """An upload the studio refuses: bad name, too large, or not a readable G-buffer sequence.
+
+    `technical`, when set, is the reader's own account (numpy's, the zip reader's): the API's JSON carries it
+    as `detail` beside the visitor's line, and the page shows only the line."""
+
+    def __init__(self, message: str, where: str | None = None, technical: str | None = None):
+        super().__init__(message, where)
+        self.technical = technical
+
+
+# What a visitor is told when the file opens but holds something else, and when it cannot be read at all.
+NOT_A_SEQUENCE = ("this file holds no G-buffer frames the studio can play; upload a .npy window of 8-bit frames "
+                  "(frames × 5 channels × height × width × RGB) or a .gbuf.zip recording")
+DAMAGED = "this file is damaged or cut short and cannot be read; export it again and upload the new copy"
 
 
 def check_name(name: str) -> str:
@@ -69,6 +82,15 @@ async def save_upload(chunks: AsyncIterator[bytes], data_dir: Path, name: str, m
     return path, info
 
 
+def visitor_words(path: Path, detail: str) -> str:
+    """The reader's refusal as a visitor reads it. Damage (truncated, corrupt, not an archive) and a .npy of
+    the wrong shape or type get plain words; a .gbuf.zip reader's own lines (a missing manifest, frame
+    counts) already speak of the recording and pass through."""
+    if any(word in detail for word in ("truncated", "corrupt", "not a readable", "not a zip")):
+        return DAMAGED
+    return NOT_A_SEQUENCE if path.suffix.lower() == ".npy" else detail
+
+
 def validate_sequence(path: Path) -> dict:
     """Open `path` as a recorded sequence and decode frame 0; → {frames, width, height, fps}."""
     try:
@@ -78,7 +100,6 @@ def validate_sequence(path: Path) -> dict:
             source[0]
             return {"frames": len(source), "width": source.width, "height": source.height, "fps": source.fps}
     except GBufferError as exc:
-        raise UploadError(exc.detail, path.name) from None
+        raise UploadError(visitor_words(path, exc.detail), path.name, exc.detail) from None
     except (OSError, ValueError, KeyError, EOFError) as exc:   # a reader tripping over garbage bytes
-        raise UploadError(f"not a readable G-buffer sequence ({type(exc).__name__}: {exc})".splitlines()[0],
-                          path.name) from None
+        raise UploadError(DAMAGED, path.name, f"{type(exc).__name__}: {exc}".splitlines()[0]) from None

@@ -114,7 +114,7 @@ export const player = {
         this.succeeded(messageKind(m.request));
         if (SWITCHES.includes(m.request)) {
           this.preparing = null; this.pullSchedule();
-          this.timeline.note(m.whole_loop ? `live switch at frame ${m.frame}: the whole loop from the next pass` : "");
+          this.timeline.note(this.switchNote(m));
         }
         if (m.request === "schedule") this.scheduleSettled();
         if (m.request === "pause" || m.request === "play") this.setPaused(m.request === "pause");

@@ -96,6 +96,16 @@ export const timelineGlue = {
       this.timelineBuilt = false;
     } catch (err) { this.say(err.message, { kind: "source" }); this.freshTimeline(); }
   },
+  // What a live switch did to the timeline, for its info line; computed on the timeline as it was before the
+  // switch (the session's new schedule is pulled after). docs/ui.md, "Live switches on a prepared timeline".
+  switchNote(m) {
+    if (m.whole_loop) return `live switch at frame ${m.frame}: the whole loop from the next pass`;
+    const doc = this.timeline.doc, at = doc.loop && doc.length ? m.frame % doc.length : m.frame;
+    const prepared = doc.segments.length > 1 && (doc.loop || doc.segments.some((s) => s.start > at));
+    if (m.request === "switch" || !prepared) return "";
+    return `live switch at frame ${at}: until the next block, every block kept` +
+      (doc.loop ? "; the next pass plays the timeline as applied" : "");
+  },
   loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
 
   async importText(text) {
