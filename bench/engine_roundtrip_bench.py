@@ -8,12 +8,14 @@ for its own session (feed protocol 2 over WebSocket; `Open.output` over gRPC, wi
 flight, the next sent when the last is back; with --fps, a tick is skipped while --in-flight frames are on their
 way) and times each styled frame's return on its receiving thread.
 Per engine: round-trip p50/p95, the styled frames received per second, the renderer's own time per frame (from
-each frame's header) and `overhead_p50_ms`, the round trip's median minus the render's: what the return path
-adds (goal: at most 10 ms). The load average before and after is printed: the figures are only as quiet as the
-machine.
+each frame's header), the time in the studio (frame read off the socket → styled frame ready to go back, render
+included, also from the header) and `overhead_p50_ms`, the round trip's median minus the render's: what the
+return path adds (goal: at most 10 ms); the round trip minus the studio's time is the wire's share. The load
+average before and after is printed: the figures are only as quiet as the machine.
 
-Transports are a table (TRANSPORTS): a name → the studio's extra flags and a function that connects one engine
-and returns a client with `send_frame(GBufferFrame)`, `roundtrips` (gbuffer.feed.roundtrip.RoundTrips) and
+Transports are a table (TRANSPORTS): a name → the studio's extra flags (given a free port for a listener of the
+transport's own) and a function that connects one engine and returns a client with `send_frame(GBufferFrame)`,
+`roundtrips` (gbuffer.feed.roundtrip.RoundTrips: `sent` before each send, `arrived` per styled frame) and
 `close()`.
 """
 
@@ -28,16 +30,17 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from bench.harness import Studio, parser, print_table, size, studio, synthetic_frames, write_json
+from bench.harness import Studio, free_port, parser, print_table, size, studio, synthetic_frames, write_json
 
 
 @dataclass(frozen=True)
 class Transport:
-    server_args: Sequence[str]                       # what the studio needs to serve it
-    connect: Callable[..., object]                   # (studio, name, width, height, fps, output) → a client
+    # the studio's extra flags to serve it, given a free port for a listener of its own (gRPC's)
+    server_args: Callable[[int], Sequence[str]]
+    connect: Callable[..., object]   # (studio, that port, name, width, height, fps, output) → a connected client
 
 
-def websocket_engine(studio: Studio, name: str, width: int, height: int, fps: float, output: dict):
+def websocket_engine(studio: Studio, _port: int, name: str, width: int, height: int, fps: float, output: dict):
     from gbuffer.feed.client import FeedClient
 
     ws_url = studio.url.replace("http://", "ws://") + "/api/engine/feed"
@@ -47,23 +50,18 @@ def websocket_engine(studio: Studio, name: str, width: int, height: int, fps: fl
     return client
 
 
-def grpc_transport() -> Transport:
-    """The engine feed over gRPC (`serve --grpc-port`, the `engines` extra; docs/engines.md) on a port picked now."""
-    from bench.harness import free_port
+def grpc_engine(studio: Studio, port: int, name: str, width: int, height: int, fps: float, output: dict):
+    """The engine feed over gRPC (`serve --grpc-port`, the `engines` extra; docs/engines.md)."""
+    from gbuffer.feed.grpc.client import GrpcFeedClient
 
-    port = free_port()
-
-    def grpc_engine(studio: Studio, name: str, width: int, height: int, fps: float, output: dict):
-        from gbuffer.feed.grpc.client import GrpcFeedClient
-
-        client = GrpcFeedClient(f"127.0.0.1:{port}", name=name, width=width, height=height, fps=fps or 120,
-                                compression="none", output=output)
-        client.connect()
-        return client
-    return Transport(("--grpc-port", str(port)), grpc_engine)
+    client = GrpcFeedClient(f"127.0.0.1:{port}", name=name, width=width, height=height, fps=fps or 120,
+                            compression="none", output=output)
+    client.connect()
+    return client
 
 
-TRANSPORTS: dict[str, Transport] = {"ws": Transport((), websocket_engine), "grpc": grpc_transport()}
+TRANSPORTS: dict[str, Transport] = {"ws": Transport(lambda _port: (), websocket_engine),
+                                    "grpc": Transport(lambda port: ("--grpc-port", str(port)), grpc_engine)}
 
 
 def drive(client, frames: Sequence, count: int, fps: float, in_flight: int, first_index: int = 0) -> tuple[float, int]:
@@ -93,12 +91,12 @@ def drive(client, frames: Sequence, count: int, fps: float, in_flight: int, firs
     return time.perf_counter() - start, skipped
 
 
-def run_engine(transport: Transport, studio_: Studio, name: str, args, out: dict) -> None:
+def run_engine(transport: Transport, studio_: Studio, port: int, name: str, args, out: dict) -> None:
     from gbuffer.feed.roundtrip import RoundTrips
 
     w, h = size(args.size)
     frames = synthetic_frames(30, w, h)
-    client = transport.connect(studio_, name, w, h, args.fps, {"format": args.format})
+    client = transport.connect(studio_, port, name, w, h, args.fps, {"format": args.format})
     try:
         drive(client, frames, args.warmup, args.fps, args.in_flight)     # first frames: the renderer warms up
         client.roundtrips = RoundTrips()
@@ -106,18 +104,20 @@ def run_engine(transport: Transport, studio_: Studio, name: str, args, out: dict
         figures = client.roundtrips.summary()
     finally:
         client.close()
-    render = figures.pop("render_p50_ms")
+    render, in_studio = figures.pop("render_p50_ms"), figures.pop("studio_p50_ms")
     trip = figures["roundtrip_p50_ms"]
     out[name] = {"engine": name, "frames_skipped": skipped, **figures, "render_p50_ms": render,
+                 "studio_p50_ms": in_studio,
                  "overhead_p50_ms": round(trip - render, 2) if trip is not None and render is not None else None,
                  "fps_received": round(figures["frames_received"] / seconds, 2)}
 
 
 def measure(transport_name: str, engines: int, args) -> list[dict]:
     transport = TRANSPORTS[transport_name]
-    with studio(max_sessions=engines, renderer="reference", extra=transport.server_args) as s:
+    port = free_port()
+    with studio(max_sessions=engines, renderer="reference", extra=transport.server_args(port)) as s:
         out: dict[str, dict] = {}
-        threads = [threading.Thread(target=run_engine, args=(transport, s, f"bench{i}", args, out))
+        threads = [threading.Thread(target=run_engine, args=(transport, s, port, f"bench{i}", args, out))
                    for i in range(engines)]
         for t in threads:
             t.start()
@@ -145,7 +145,7 @@ def main() -> None:
     rows = measure(args.transport, args.engines, args)
     print_table(rows, [("transport", "transport"), ("engines", "engines"), ("engine", "engine"),
                        ("sent fps", "fps_sent"), ("recv fps", "fps_received"), ("rt p50", "roundtrip_p50_ms"),
-                       ("rt p95", "roundtrip_p95_ms"), ("render p50", "render_p50_ms"),
+                       ("rt p95", "roundtrip_p95_ms"), ("render p50", "render_p50_ms"), ("studio p50", "studio_p50_ms"),
                        ("overhead p50", "overhead_p50_ms"), ("missed", "frames_missed"),
                        ("skipped", "frames_skipped")])
     for row in rows:

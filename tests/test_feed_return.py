@@ -12,6 +12,7 @@ import socket
 import struct
 import threading
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -75,10 +76,14 @@ def test_an_engine_gets_its_styled_frames_back_and_browsers_watch_its_session(st
         session = studio.sessions[welcome["session_id"]]          # a session like a visitor's, with its key
         assert session.owner_key == welcome["owner_key"] and (welcome["width"], welcome["height"]) == (W, H)
         assert welcome["watch"] == f"/studio/watch/{session.id}?key={welcome['watch_key']}"
+        info = httpx.get(f"{studio.url}/api/sessions/{session.id}",     # its REST routes take the owner key
+                         headers={"Authorization": f"Bearer {welcome['owner_key']}"}, timeout=30)
+        assert info.status_code == 200 and info.json()["source"] == "feed:game", info.text
+        assert httpx.get(f"{studio.url}/api/sessions/{session.id}", timeout=30).status_code == 401
         back = lockstep(client, range(10, 20))
         assert [f.index for f in back] == list(range(10, 20))
         assert all(f.format == "rgb24" and f.rgb().shape == (H, W, 3) and f.missed == 0 for f in back)
-        assert back[0].render_ms > 0
+        assert 0 < back[0].render_ms <= back[0].studio_ms      # the studio's share holds the render
         gbuffer_albedo = synthetic_gbuffer(W, H, 19 / 30, 19).data[0]
         assert np.abs(back[-1].rgb().astype(int) - gbuffer_albedo).mean() > 5   # styled, not the albedo echoed
 

@@ -40,8 +40,9 @@ FRAME_MAGIC = b"AGBF"
 FRAME_HEADER = struct.Struct("<4sBBHHIq")
 COMPRESSION_IDS = {"none": 0, "zlib": 1}
 STYLED_MAGIC = b"ASTY"
-# magic, protocol version, format id, width, height, G-buffer frame index, frames missed, render time in microseconds
-STYLED_HEADER = struct.Struct("<4sBBHHIII")
+# magic, protocol version, format id, width, height, G-buffer frame index, frames missed, render time and time in
+# the studio in microseconds
+STYLED_HEADER = struct.Struct("<4sBBHHIIII")
 FORMAT_IDS = {"rgb24": 0, "jpeg": 1}
 FORMATS = {v: k for k, v in FORMAT_IDS.items()}
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -203,7 +204,8 @@ class StyledFrame:
     `index`: the index of the G-buffer frame it was rendered from (as the engine numbered it); `data`: `height *
     width * 3` RGB bytes rows top first (rgb24), or a JPEG file (jpeg); `missed`: frames the studio rendered for
     this engine since the last one it read and dropped (latest frame wins); `render_ms`: the renderer's time for
-    the chunk it came from."""
+    the chunk it came from; `studio_ms`: from the G-buffer frame read off the engine's connection to this frame
+    ready to go back (render included), so an engine can tell the studio's share of a round trip from the wire's."""
 
     index: int
     width: int
@@ -212,6 +214,7 @@ class StyledFrame:
     data: bytes
     missed: int = 0
     render_ms: float = 0.0
+    studio_ms: float = 0.0
 
     def rgb(self) -> np.ndarray:
         """uint8 (H, W, 3)."""
@@ -228,7 +231,7 @@ class StyledFrame:
 def encode_styled(frame: StyledFrame) -> bytes:
     header = STYLED_HEADER.pack(STYLED_MAGIC, RETURN_PROTOCOL, FORMAT_IDS[frame.format], frame.width, frame.height,
                                 frame.index % 2**32, min(frame.missed, 2**32 - 1),
-                                min(round(frame.render_ms * 1e3), 2**32 - 1))
+                                _micros(frame.render_ms), _micros(frame.studio_ms))
     return header + frame.data
 
 
@@ -237,7 +240,7 @@ def decode_styled(message: bytes) -> StyledFrame:
     if len(message) < STYLED_HEADER.size:
         raise FeedError(f"styled frame of {len(message)} bytes is shorter than its {STYLED_HEADER.size}-byte "
                         "header", "feed client")
-    magic, version, fmt, width, height, index, missed, render_us = STYLED_HEADER.unpack_from(message)
+    magic, version, fmt, width, height, index, missed, render_us, studio_us = STYLED_HEADER.unpack_from(message)
     if magic != STYLED_MAGIC or version != RETURN_PROTOCOL or fmt not in FORMATS:
         raise FeedError(f"bad styled frame header (magic {magic!r}, version {version}, format {fmt})",
                         "feed client")
@@ -245,4 +248,8 @@ def decode_styled(message: bytes) -> StyledFrame:
     if fmt == FORMAT_IDS["rgb24"] and len(data) != width * height * 3:
         raise FeedError(f"styled frame {index}: {len(data)} bytes for a {width}x{height} rgb24 image",
                         "feed client")
-    return StyledFrame(index, width, height, FORMATS[fmt], data, missed, render_us / 1e3)
+    return StyledFrame(index, width, height, FORMATS[fmt], data, missed, render_us / 1e3, studio_us / 1e3)
+
+
+def _micros(ms: float) -> int:
+    return max(0, min(round(ms * 1e3), 2**32 - 1))

@@ -22,6 +22,7 @@ class RoundTrips:
         self._cond = threading.Condition()
         self.roundtrip_ms: list[float] = []
         self.render_ms: list[float] = []
+        self.studio_ms: list[float] = []
         self.received = 0
         self.missed = 0
         self.last_index: int | None = None
@@ -40,6 +41,7 @@ class RoundTrips:
             self.missed += frame.missed
             self.last_index = frame.index
             self.render_ms.append(frame.render_ms)
+            self.studio_ms.append(frame.studio_ms)
             sent = self._sent.pop(frame.index, None)
             if sent is not None:
                 self.roundtrip_ms.append((now - sent) * 1e3)
@@ -52,11 +54,12 @@ class RoundTrips:
                                        timeout)
 
     def summary(self) -> dict:
-        """frames_received, frames_missed and the p50/p95 figures in ms (None before any frame came back)."""
+        """frames_received, frames_missed and the p50/p95 figures in ms (None before any frame came back);
+        studio_p50_ms: the studio's share (frame read → styled frame ready), render included."""
         def pct(values: list[float], q: float) -> float | None:
             return round(float(np.percentile(values, q)), 2) if values else None
         with self._cond:
-            trips, render = list(self.roundtrip_ms), list(self.render_ms)
+            trips, render, studio = list(self.roundtrip_ms), list(self.render_ms), list(self.studio_ms)
             return {"frames_received": self.received, "frames_missed": self.missed,
                     "roundtrip_p50_ms": pct(trips, 50), "roundtrip_p95_ms": pct(trips, 95),
-                    "render_p50_ms": pct(render, 50)}
+                    "render_p50_ms": pct(render, 50), "studio_p50_ms": pct(studio, 50)}

@@ -14,6 +14,9 @@ from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
 
 
+ARRIVAL = "feed_arrival_s"          # frame.meta: time.monotonic() when the frame reached its feed
+
+
 class Feed:
     """One connected external engine. Keeps only its newest frame; subscribers wait for newer ones."""
 
@@ -46,6 +49,7 @@ class Feed:
             raise FeedError(f"more than {self._rate:.0f} frames a second beyond a burst of {self._burst:.0f} "
                             f"(hello said {self.hello.fps:g} fps)", code=CLOSE["rate"])
         self._tokens -= 1
+        frame.meta[ARRIVAL] = now         # the studio's share of a round trip counts from here (return path)
         with self._cond:
             self._latest = frame
             self.frames += 1

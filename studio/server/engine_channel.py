@@ -18,6 +18,7 @@ from typing import Callable
 ANSWERS = frozenset({"ack", "error", "stats", "pong"})
 UNANSWERED = frozenset({"key", "input"})   # driving messages: the channel answers only a bad one
 NOT_FORWARDED = frozenset({"status", "hello"})
+STATUS_PREFIX = '{"type": "status"'     # how dc.Status.text() begins (json.dumps of its fields in order)
 KEPT_MESSAGES = 256                  # unread messages kept; the oldest go first
 ANSWER_TIMEOUT_S = 10.0
 
@@ -42,6 +43,8 @@ class EngineChannel:
         return handler                   # "open": open already; "close": the link ends the session itself
 
     def send(self, text: str) -> None:
+        if text.startswith(STATUS_PREFIX):
+            return                       # one per frame: not parsed only to be dropped
         message = json.loads(text)
         kind = message.get("type")
         if kind == "hello":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from io import BytesIO
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from alaya_errors import UserError, validate
 from gbuffer.feed import Feed
+from gbuffer.feed.source import ARRIVAL
 from gbuffer.feed.protocol import StyledFrame
 from gbuffer.size import Size, SizeError
 from studio.rollout import RenderedFrame
@@ -168,8 +170,10 @@ class EngineLink:
         frame, rgb, missed = taken
         fmt = self.request.format
         data = rgb.tobytes() if fmt == "rgb24" else await asyncio.to_thread(_jpeg, rgb, self.request.quality)
+        arrived = frame.gbuffer.meta.get(ARRIVAL)
+        studio_ms = (time.monotonic() - arrived) * 1e3 if arrived is not None else 0.0
         return StyledFrame(frame.gbuffer.index, rgb.shape[1], rgb.shape[0], fmt, data, missed,
-                           round(frame.chunk_timings_ms.get("total", 0.0), 3))
+                           round(frame.chunk_timings_ms.get("total", 0.0), 3), round(studio_ms, 3))
 
     async def _play(self) -> None:
         """The session's video track, pulled as a peer's sender would: the watchers get each frame and its status,

@@ -110,7 +110,8 @@ def channel_message(message: dict) -> pb.StudioMessage:
 def styled_message(frame: StyledFrame) -> pb.StudioMessage:
     return pb.StudioMessage(styled=pb.StyledFrame(index=frame.index, width=frame.width, height=frame.height,
                                                   format=FORMAT_IDS[frame.format], data=frame.data,
-                                                  missed=frame.missed, render_ms=frame.render_ms))
+                                                  missed=frame.missed, render_ms=frame.render_ms,
+                                                  studio_ms=frame.studio_ms))
 
 
 async def first_open(incoming) -> pb.Open:

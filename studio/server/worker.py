@@ -210,19 +210,29 @@ class SessionWorker:
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             item = OutgoingFrame(f.index, video, rendered_at, _frame_info(f, rendered_wall))
             if self.sink is not None:
-                if not self.buffer.put(item, timeout=0):
-                    self.buffer.clear()          # latest frame wins: the watchers' track is never waited for
-                    self.buffer.put(item, timeout=0)
-            while self.sink is None and not self.buffer.put(item, timeout=0.05):
-                if self._stop or self.buffer.closed:
-                    return
-                # Commands only change what the *next* chunk renders, so they can apply while this one drains;
-                # after a seek the rest of this chunk is stale.
-                self._apply_commands()
-                if self._seeks != seeks:
-                    return
+                self._put_newest(item)
+            elif not self._put(item, seeks):
+                return
             if take is not None:   # what was handed to the viewer, in that order
                 take.add(f.gbuffer, rgb, f.conditioning, f.index)
+
+    def _put(self, item: OutgoingFrame, seeks: int) -> bool:
+        """Wait for room in the hand-over; False when the session stops or a seek made the chunk stale."""
+        while not self.buffer.put(item, timeout=0.05):
+            if self._stop or self.buffer.closed:
+                return False
+            # Commands only change what the *next* chunk renders, so they can apply while this one drains;
+            # after a seek the rest of this chunk is stale.
+            self._apply_commands()
+            if self._seeks != seeks:
+                return False
+        return True
+
+    def _put_newest(self, item: OutgoingFrame) -> None:
+        """An engine's session: latest frame wins, the watchers' track is never waited for."""
+        if not self.buffer.put(item, timeout=0):
+            self.buffer.clear()
+            self.buffer.put(item, timeout=0)
 
     # ---- commands (run on this thread, between chunks) --------------------------------------------------
 

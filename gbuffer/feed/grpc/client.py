@@ -52,7 +52,7 @@ def output_message(output: dict) -> pb.OutputRequest:
 
 def styled_frame(message: pb.StyledFrame) -> StyledFrame:
     return StyledFrame(message.index, message.width, message.height, FORMATS.get(message.format, "rgb24"),
-                       message.data, message.missed, message.render_ms)
+                       message.data, message.missed, message.render_ms, message.studio_ms)
 
 
 class GrpcFeedClient:

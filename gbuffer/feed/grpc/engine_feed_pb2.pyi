@@ -161,7 +161,7 @@ class Limits(_message.Message):
     def __init__(self, max_fps: _Optional[float] = ..., max_pixels: _Optional[int] = ...) -> None: ...
 
 class StyledFrame(_message.Message):
-    __slots__ = ("index", "width", "height", "format", "data", "missed", "render_ms")
+    __slots__ = ("index", "width", "height", "format", "data", "missed", "render_ms", "studio_ms")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     WIDTH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class StyledFrame(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     MISSED_FIELD_NUMBER: _ClassVar[int]
     RENDER_MS_FIELD_NUMBER: _ClassVar[int]
+    STUDIO_MS_FIELD_NUMBER: _ClassVar[int]
     index: int
     width: int
     height: int
@@ -176,7 +177,8 @@ class StyledFrame(_message.Message):
     data: bytes
     missed: int
     render_ms: float
-    def __init__(self, index: _Optional[int] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., format: _Optional[_Union[Format, str]] = ..., data: _Optional[bytes] = ..., missed: _Optional[int] = ..., render_ms: _Optional[float] = ...) -> None: ...
+    studio_ms: float
+    def __init__(self, index: _Optional[int] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., format: _Optional[_Union[Format, str]] = ..., data: _Optional[bytes] = ..., missed: _Optional[int] = ..., render_ms: _Optional[float] = ..., studio_ms: _Optional[float] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("event", "session_id")
