@@ -421,3 +421,13 @@ def test_an_engine_gone_quiet_is_ended_after_the_idle_timeout_and_so_is_its_sess
     assert (code, line) == (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the idle timeout (10 s)")
     wait_until(lambda: session_id not in studio.sessions, 20, "the quiet engine's session to end")
     engine.close()
+
+
+def test_no_studio_at_the_address_is_one_line():
+    from gbuffer.feed.grpc.client import GrpcFeedClient
+    from gbuffer.feed.protocol import FeedError
+
+    client = GrpcFeedClient(f"127.0.0.1:{free_port()}", name="lost", width=32, height=16, fps=30)
+    with pytest.raises(FeedError) as refused:
+        client.connect()
+    assert str(refused.value).startswith("--connect: cannot connect to 127.0.0.1:") and "\n" not in str(refused.value)

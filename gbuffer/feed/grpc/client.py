@@ -83,7 +83,7 @@ class GrpcFeedClient:
 
     # ---- connecting --------------------------------------------------------------------------------------
 
-    def connect(self, timeout: float = 10.0) -> pb.Welcome:
+    def connect(self) -> pb.Welcome:
         """Open the stream, send Open, wait for the welcome; FeedError with the studio's one line if refused."""
         self._channel = grpc.insecure_channel(self.target, options=[("grpc.max_receive_message_length", -1),
                                                                      ("grpc.max_send_message_length", -1)])
@@ -96,6 +96,8 @@ class GrpcFeedClient:
         except grpc.RpcError as exc:
             self._closed_by(exc)
             self.close()
+            if self.status == grpc.StatusCode.UNAVAILABLE and not self.close_reason.startswith("studio full"):
+                raise FeedError(f"cannot connect to {self.target}: {self.close_reason}", "--connect") from None
             raise FeedError(f"the studio refused the feed: {self.close_reason}", "--connect") from None
         except StopIteration:
             self.close()
