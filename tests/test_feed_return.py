@@ -237,3 +237,15 @@ def test_an_engine_that_stops_reading_stalls_nothing_and_hears_what_it_missed(st
         assert missed > 0
     finally:
         stalled.close()
+
+
+def test_a_full_studio_refuses_a_return_path_in_one_line():
+    with BackgroundServer(Settings(port=0, max_sessions=1, warm_text_matching=False)) as small:
+        first = FeedClient(f"{small.ws_url}/api/engine/feed", name="first", width=W, height=H, fps=30, output={})
+        with first:
+            lockstep(first, [0])
+            with connect(f"{small.ws_url}/api/engine/feed") as ws:
+                ws.send(Hello("second", W, H, 30.0, protocol=2, output={}).to_json())
+                code, reason = closed_with(ws)
+            assert code == 1013 and "studio full" in reason, reason
+            assert [f.index for f in lockstep(first, [1])] == [1]

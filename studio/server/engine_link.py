@@ -18,7 +18,7 @@ import json
 import threading
 import time
 from io import BytesIO
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from aiortc.mediastreams import MediaStreamError
@@ -34,6 +34,9 @@ from studio.server.access import Ownership
 from studio.server.engine_channel import EngineChannel
 from studio.server.models import SessionOptions
 from studio.server.session import LiveSession
+
+if TYPE_CHECKING:
+    from studio.server.sessions import SessionManager
 
 __all__ = ["EngineLink", "FrameSlot", "OutputRequest", "StyledFrame", "parse_output"]
 
@@ -119,14 +122,15 @@ class FrameSlot:
 class EngineLink:
     """One engine's session and its way back. Made by `open`; `next_frame` until it answers None."""
 
-    def __init__(self, manager, session: LiveSession, request: OutputRequest, slot: FrameSlot,
+    def __init__(self, manager: "SessionManager", session: LiveSession, request: OutputRequest, slot: FrameSlot,
                  channel: EngineChannel):
         self.manager, self.session, self.request = manager, session, request
         self.slot, self.channel = slot, channel
         self._player = asyncio.get_running_loop().create_task(self._play(), name=f"engine-track-{session.id}")
 
     @classmethod
-    async def open(cls, manager, feed: Feed, request: OutputRequest, owner: Ownership) -> "EngineLink":
+    async def open(cls, manager: "SessionManager", feed: Feed, request: OutputRequest,
+                   owner: Ownership) -> "EngineLink":
         """Start the engine's session on `feed` (connected, in the manager's feed hub). Raises UserError for a
         request the studio cannot serve (renderer, size, schedule), StudioFull when every slot is taken."""
         size = request.size or (feed.hello.width, feed.hello.height)

@@ -179,7 +179,13 @@ class ReturnPath:
 
     async def _answers(self) -> None:
         while True:
-            answer = await self.link.control(await self._controls.get())
+            text = await self._controls.get()
+            try:
+                answer = await self.link.control(text)
+            except Exception as exc:  # a handler's bug: this message fails, the feed and its session go on
+                log.exception("feed control message failed")
+                answer = {"type": "error", "message": f"internal error: {type(exc).__name__}: {exc}",
+                          "where": "control", "request": None}
             if answer is not None:
                 self.send(answer)
 
