@@ -67,7 +67,8 @@ def register(sub) -> None:
 
 def settings_from_args(args):
     from gbuffer.size import Size
-    from studio.commands._args import check_reference_options, parse_renderer_options
+    from renderer import renderer_spec
+    from studio.commands._args import check_renderer_options, parse_renderer_options
     from studio.server.access import DiskLimits
     from studio.server.settings import Settings
 
@@ -112,15 +113,9 @@ def settings_from_args(args):
     if not 0 <= args.disk_quota_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.disk_quota_mb:g} must be 0 or more megabytes", "--disk-quota-mb")
     options = parse_renderer_options(args.renderer_option)
-    if args.renderer == "reference":
-        check_reference_options(options)
-    if args.renderer == "flash":
-        from alaya_errors import validate
-        from renderer.flash.settings import FlashSettings
-
-        # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
-        options.setdefault("unknown_prompt", "presets")
-        validate(FlashSettings, options, UserError, "--renderer-option")    # a bad option fails here, not later
+    for key, value in renderer_spec(args.renderer).live_options.items():   # what a live studio wants of it
+        options.setdefault(key, value)
+    check_renderer_options(args.renderer, options)
     if args.weights:
         options["weights"] = str(args.weights)
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
@@ -180,14 +175,10 @@ def run(args) -> int:
     import uvicorn
 
     from gbuffer.feed.protocol import FeedLimits, max_message_bytes
-    from renderer import RENDERERS
     from studio.server import create_app
     from studio.ui import mount_ui
 
-    settings = settings_from_args(args)
-    if settings.renderer not in RENDERERS:
-        raise UserError(f"unknown renderer {settings.renderer!r}; choose one of {', '.join(RENDERERS)}",
-                        "--renderer")
+    settings = settings_from_args(args)     # an unknown renderer is one line there (its RendererSpec)
     if (warning := expose_warning(settings)) is not None:
         print(warning, file=sys.stderr)
     pool = None

@@ -49,7 +49,7 @@ class LiveSession:
         self._on_ended = on_ended        # on the event loop: the session should end (its peer or source went)
         self.timeline = LiveTimeline(plan.schedule)
         self.rollout = Rollout(source, self.timeline, render_session)
-        self.buffer = FrameBuffer(render_session.chunk_size, loop)
+        self.buffer = FrameBuffer(render_session.chunk_size, loop, 1.0 / plan.fps)
         self.track = SessionVideoTrack(self.buffer, plan.fps, on_sent=self._on_sent)
         self.outbox = Outbox(loop)
         self.reports = SessionReports(self.track, plan.fps, observer, offered_at)

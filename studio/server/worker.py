@@ -106,8 +106,8 @@ class SessionWorker:
                 if self.timeline.advance(self.rollout.frame_index):
                     self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
                                                         reason="next pass of the loop"))
-                if self.rollout.session.chunk_size == 1 and self.sink is None and not self.buffer.wait_for_room(0.05):
-                    continue   # render just in time: only once the last frame is on its way (commands apply)
+                if self.sink is None and not self.buffer.wait_to_render(self.rollout.session.chunk_size, 0.05):
+                    continue   # render just in time: once the frames waiting go out as it renders (commands apply)
                 if self.sink is not None and not self._engine_frame_ready():
                     continue   # an engine's session waits for its next frame here, where commands still apply
                 t0, wall0 = time.perf_counter(), time.time()
