@@ -1,10 +1,10 @@
 """The return path's round trip (issue 27): G-buffer frame sent by an engine → its styled frame received back.
 
-    python -m bench.engine_roundtrip_bench --transport ws --engines 1 --size 416x224 [--frames 300] [--fps 30]
+    python -m bench.engine_roundtrip_bench --transport ws|grpc --engines 1 --size 416x224 [--frames 300] [--fps 30]
                                            [--in-flight 2] [--format rgb24|jpeg] [--warmup 30] [--json FILE]
 
 A studio subprocess with the reference renderer; each engine (a thread here) connects over the transport, asks
-for its own session (feed protocol 2 over WebSocket), sends synthetic G-buffer frames at --fps (0: one frame in
+for its own session (feed protocol 2 over WebSocket; `Open.output` over gRPC, with `serve --grpc-port`), sends synthetic G-buffer frames at --fps (0: one frame in
 flight, the next sent when the last is back; with --fps, a tick is skipped while --in-flight frames are on their
 way) and times each styled frame's return on its receiving thread.
 Per engine: round-trip p50/p95, the styled frames received per second, the renderer's own time per frame (from
@@ -50,7 +50,18 @@ def websocket_engine(studio: Studio, _port: int, name: str, width: int, height: 
     return client
 
 
-TRANSPORTS: dict[str, Transport] = {"ws": Transport(lambda _port: (), websocket_engine)}
+def grpc_engine(studio: Studio, port: int, name: str, width: int, height: int, fps: float, output: dict):
+    """The engine feed over gRPC (`serve --grpc-port`, the `engines` extra; docs/engines.md)."""
+    from gbuffer.feed.grpc.client import GrpcFeedClient
+
+    client = GrpcFeedClient(f"127.0.0.1:{port}", name=name, width=width, height=height, fps=fps or 120,
+                            compression="none", output=output)
+    client.connect()
+    return client
+
+
+TRANSPORTS: dict[str, Transport] = {"ws": Transport(lambda _port: (), websocket_engine),
+                                    "grpc": Transport(lambda port: ("--grpc-port", str(port)), grpc_engine)}
 
 
 def drive(client, frames: Sequence, count: int, fps: float, in_flight: int, first_index: int = 0) -> tuple[float, int]:
