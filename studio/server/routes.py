@@ -127,7 +127,7 @@ async def get_schedule(session: SessionDep) -> dict:
                responses={**ERRORS, **NOT_FOUND})
 async def take(body: TakeRequest, session: SessionDep) -> dict:
     """Start or stop recording a take of the session (docs/presenting.md); answers the take's status."""
-    message = session.start_take() if body.action == "start" else session.stop_take()
+    message = session.takes.start() if body.action == "start" else session.takes.stop()
     return {k: v for k, v in message.items() if k not in ("type", "request")}
 
 

@@ -170,9 +170,3 @@ class LiveSession:
     def stats(self) -> dc.StatsReport:
         return self.reports.stats(session_id=self.id, state=self.state, frame=self.rollout.frame_index,
                                   codec=self.codec, errors=self.outbox.errors)
-
-    def start_take(self) -> dict:
-        return self.takes.start()
-
-    def stop_take(self) -> dict:
-        return self.takes.stop()
