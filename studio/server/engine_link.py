@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from io import BytesIO
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from studio.server.sessions import SessionManager
 
 __all__ = ["EngineLink", "FrameSlot", "OutputRequest", "StyledFrame", "parse_output"]
+log = logging.getLogger("alaya.engine")
 
 
 class OutputRequest(BaseModel):
@@ -196,7 +198,12 @@ class EngineLink:
     async def control(self, message: dict | str) -> dict | None:
         """One data-channel message (prompt, blend, schedule, ...: docs/datachannel.md) → its answer (ack or
         error, as on the channel); None for the messages the channel never answers (key, input)."""
-        return await self.channel.request(message if isinstance(message, str) else json.dumps(message))
+        try:
+            return await self.channel.request(message if isinstance(message, str) else json.dumps(message))
+        except Exception as exc:  # a handler's bug: this message fails, the engine's transport and session go on
+            log.exception("engine control message failed")
+            return {"type": "error", "message": f"internal error: {type(exc).__name__}: {exc}",
+                    "where": "control", "request": None}
 
     async def next_message(self) -> dict | None:
         """The session's other messages (timeline changes, a take stopped, `ended`); None once it has ended."""

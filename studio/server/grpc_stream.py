@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import logging
 
 import grpc
 
@@ -26,7 +25,6 @@ from studio.server.engine_link import EngineLink, parse_output
 from studio.server.feed_routes import CONTROL_BACKLOG, HELLO_TIMEOUT_S, OUTBOX_SIZE
 from studio.server.sessions import StudioFull
 
-log = logging.getLogger("alaya.grpc")
 STATUS = {CLOSE["bad_request"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["bad_data"]: grpc.StatusCode.INVALID_ARGUMENT,
           CLOSE["too_big"]: grpc.StatusCode.INVALID_ARGUMENT, CLOSE["conflict"]: grpc.StatusCode.ALREADY_EXISTS,
           CLOSE["rate"]: grpc.StatusCode.RESOURCE_EXHAUSTED, CLOSE["idle"]: grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -201,12 +199,7 @@ class EngineStream:
         """Control messages to the session one at a time, in the order sent; each answer goes out in turn."""
         while True:
             text = await self._controls.get()
-            try:
-                answer = await self.link.control(text)
-            except Exception as exc:  # a handler's bug: this message fails, the stream and its session go on
-                log.exception("grpc feed control message failed")
-                answer = {"type": "error", "message": f"internal error: {type(exc).__name__}: {exc}",
-                          "where": "control", "request": None}
+            answer = await self.link.control(text)  # a failing handler answers an error; the stream goes on
             if answer is not None:
                 self.out.put(channel_message(answer))
 
