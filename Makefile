@@ -4,7 +4,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium coturn
+APT_PKGS := libegl1 libgl1 libegl-mesa0 libgl1-mesa-dri chromium coturn protobuf-compiler-grpc libgrpc++-dev pkg-config g++
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pyproject's `engines` requirements: `bpy` (without its marker) or the `rest`
 ENGINES_EXTRA = $(BIN)/python -c "import sys, tomllib; reqs = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['engines']; print(' '.join(r.split(';')[0].strip() for r in reqs if r.startswith('bpy') == (sys.argv[1] == 'bpy')))"

@@ -25,7 +25,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     options = {"chunk_size": args.chunk_size} if args.chunk_size else {}
     if args.weights:
-        renderer = create_renderer("flash", weights=args.weights, device="cpu", **options)
+        # the benches' free-text prompts are in no weights' cache: they render as their nearest presets
+        renderer = create_renderer("flash", weights=args.weights, device="cpu", unknown_prompt="presets", **options)
     else:
         renderer = create_renderer("flash", config="tiny", device="cpu", prompts=list(FLASH_PROMPTS), **options)
     frames = synthetic_frames(args.frames, args.width, args.height)

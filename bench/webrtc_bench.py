@@ -10,6 +10,9 @@ Definitions:
   glass-to-glass       the server started rendering the chunk of frame k (wall clock, sent in the status
                        message) → the viewer decoded the picture stamped k; same machine, so one clock
   server CPU           server process user+system CPU seconds per wall second, divided by streams (1.0 = a core)
+  where it goes        the server's part of glass-to-glass (chunk start → the frame leaving the track, from the
+                       status) and the renderer's (chunk start → the frame's part rendered, its `total` stage):
+                       latency_server_p50_ms, render_p50_ms; the rest is encode, network and the viewer's decode
   take                 with --takes off,on each row runs once plain and once recording a take per stream
 
     python -m bench.webrtc_bench --sizes 416x224,832x448 --streams 1,2,4
@@ -32,6 +35,15 @@ import numpy as np
 # start_server and cpu_seconds stay importable from here for scripts written against the old layout
 from bench.harness import cpu_seconds, parser, print_table, start_server, studio, write_json  # noqa: F401
 from webrtc.client import StudioViewer
+
+
+def server_split_ms(viewer: StudioViewer, since: float) -> dict:
+    """Medians of the server's share of glass-to-glass and of the render itself, for chunks started after
+    `since` (Unix seconds)."""
+    statuses = [m for m in viewer.statuses() if m["rendered_wall"] >= since]
+    median = lambda xs: round(float(np.median(xs)), 1) if xs else None
+    return {"latency_server_p50_ms": median([m["latency_ms"] for m in statuses]),
+            "render_p50_ms": median([m["stages_ms"]["total"] for m in statuses if "total" in m["stages_ms"]])}
 
 
 def latencies_ms(viewer: StudioViewer, since: float) -> list[float]:
@@ -58,6 +70,7 @@ async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmu
         t1, cpu1 = time.time(), cpu_seconds(pid)
         fps_each = [(len(v.frames) - c) / (t1 - t0) for v, c in zip(viewers, counts0)]
         lat = [x for v in viewers for x in latencies_ms(v, t0)]
+        split = server_split_ms(viewers[0], t0)
         codec = viewers[0].messages[0].get("codec") if viewers[0].messages else None
     finally:
         await asyncio.gather(*(v.close() for v in viewers))
@@ -66,7 +79,7 @@ async def measure(url: str, pid: int, size: str, streams: int, fps: float, warmu
             "fps_min": round(float(np.min(fps_each)), 2),
             "latency_p50_ms": round(float(np.percentile(lat, 50)), 1) if lat else None,
             "latency_p95_ms": round(float(np.percentile(lat, 95)), 1) if lat else None,
-            "server_cpu_per_stream": round((cpu1 - cpu0) / (t1 - t0) / streams, 3)}
+            "server_cpu_per_stream": round((cpu1 - cpu0) / (t1 - t0) / streams, 3), **split}
 
 
 ROW_COLUMNS = (("size", "size"), ("streams", "streams"), ("take", lambda r: "on" if r["take"] else "off"),

@@ -76,3 +76,12 @@ class LiveSource(Source):
     @abc.abstractmethod
     def apply_input(self, player_input: PlayerInput) -> None:
         """Take effect at the next tick."""
+
+    def frame_ready(self, timeout: float) -> bool:
+        """Blocking up to `timeout` s: would the next read return at once? A source paced by an engine (a feed)
+        waits here for the engine's next frame, so its reader can do other work meanwhile; others always are."""
+        return True
+
+    def interrupt(self) -> None:
+        """From another thread: the reader is stopping; a read waiting for the next frame (an engine feed that
+        went quiet) ends now instead of at its timeout. The source is closed afterwards, as usual."""

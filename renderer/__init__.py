@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from renderer.base import (BatchFn, Renderer, RendererError, RenderResult, RendererSpec, RenderSession, SizeRule,
                            check_size, register, renderer_names, renderer_spec)
-from renderer.flash.config import PATCH_MULTIPLE     # light: the flash model's shapes, no model stack
+from renderer.flash.config import PATCH_MULTIPLE, TEMPORAL_SCALE   # light: the flash model's shapes, no model stack
 
 
 def _reference() -> type[Renderer]:
@@ -20,17 +20,28 @@ def _flash() -> type[Renderer]:
     return FlashRenderer
 
 
+def _flash_settings() -> type:
+    from renderer.flash.settings import FlashSettings
+
+    return FlashSettings
+
+
 def _flash_batch() -> BatchFn:
     from renderer.flash.batch import render_batch
 
     return render_batch
 
 
+# Live (serve): free text with no text encoder loaded renders as its nearest cached presets; a chunk of one latent
+# frame (a viewer waits for 4 G-buffer frames, not the config's chunk); one torch thread beside the encoder and
+# the event loop (docs/flash.md, "Serving it live").
+FLASH_LIVE = {"unknown_prompt": "presets", "chunk_size": TEMPORAL_SCALE, "threads": 1}
 # Reference frames are independent per-pixel math: no batched pass (its sessions render one after another).
 REFERENCE = register(RendererSpec("reference", SizeRule(), _reference,
                                   options={"backend": ("auto", "gl", "torch")}))
 FLASH = register(RendererSpec("flash", SizeRule(PATCH_MULTIPLE, "the codecs downsample 8x and the transformer takes "
-                                                                 "2x2 patches"), _flash, batch=_flash_batch))
+                                                                 "2x2 patches"), _flash, batch=_flash_batch,
+                              settings=_flash_settings, live_options=FLASH_LIVE))
 
 RENDERERS = renderer_names()
 REFERENCE_BACKENDS = REFERENCE.options["backend"]    # the reference renderer's `backend` option

@@ -118,13 +118,17 @@ class RendererSpec:
     """One backend, known without importing it: an offer's size and options are checked before a model loads.
 
     `load` and `batch` import the backend on first use (the reference renderer never pulls in the model stack).
-    `options`: the backend's options that take one of a closed set of values (name → the values)."""
+    `options`: the backend's options that take one of a closed set of values (name → the values).
+    `settings`: → the pydantic model of all its options (light to import); None: `options` are all it takes.
+    `live_options`: the defaults `serve` gives it for live sessions, unless the operator sets them."""
 
     name: str
     size: SizeRule
     load: Callable[[], Callable[..., Renderer]]          # → the backend's Renderer class
     batch: Callable[[], BatchFn] | None = None           # → its batched forward pass; None: one session at a time
     options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    settings: Callable[[], type] | None = None
+    live_options: Mapping[str, object] = field(default_factory=dict)
 
 
 _SPECS: dict[str, RendererSpec] = {}

@@ -12,16 +12,17 @@ import os
 import httpx
 import numpy as np
 import pytest
-from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from gbuffer.formats import write_npy_windows
 from helpers.browser import ADMIN, AS_ADMIN, studio_with_ui, wait_until
 from helpers.loop import LoopThread
+from helpers.routes import api_routes
 from helpers.watch import recvonly_offer_sdp, start_owner
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings, create_app
 from studio.server.access import KEY_BYTES, DiskLimits, QuotaFull, Visitor, Visitors, new_key, same_key
+from studio.server.owners import Folders
 from studio.ui import mount_ui
 from webrtc.client import WhepViewer
 
@@ -33,6 +34,11 @@ def npy_bytes(frames: int = 2) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.random.default_rng(1).integers(0, 256, (frames, 5, 16, 24, 3), dtype=np.uint8))
     return buf.getvalue()
+
+
+def folders(data) -> Folders:
+    """A data dir's visitors' folders, as the app lays them out."""
+    return Folders(data, data / "takes", data / ".alaya-owners.json")
 
 
 def bearer(key: str | None) -> dict[str, str]:
@@ -51,25 +57,25 @@ def test_owner_keys_are_192_random_bits_and_compare_only_equal():
 
 
 def test_a_visitor_keeps_its_key_across_offers_and_the_admin_is_never_a_visitor(tmp_path):
-    visitors = Visitors("the-admin-token-0123", DiskLimits(), lambda: [tmp_path])
+    visitors = Visitors("the-admin-token-0123", DiskLimits(), lambda: folders(tmp_path))
     first = visitors.admit(None)
     assert visitors.admit(first.key) is first and visitors.find(first.key) is first
     assert visitors.admit("made-up") is not first and visitors.find("made-up") is None
     own = visitors.admit("the-admin-token-0123")              # the admin's sessions get keys of their own
     assert not own.admin and own.key != "the-admin-token-0123"
     assert visitors.find("the-admin-token-0123").admin and visitors.is_admin("the-admin-token-0123")
-    assert not Visitors(None, DiskLimits(), lambda: []).is_admin("")
+    assert not Visitors(None, DiskLimits(), lambda: folders(tmp_path)).is_admin("")
 
 
 def test_counts_are_429_and_the_byte_quota_is_507_and_nothing_stored_is_touched(tmp_path):
     (tmp_path / "a.npy").write_bytes(bytes(64 * 1024))
-    visitors = Visitors(None, DiskLimits(max_uploads=1, max_takes=1, disk_quota=10**9), lambda: [tmp_path])
+    visitors = Visitors(None, DiskLimits(max_uploads=1, max_takes=1, disk_quota=10**9), lambda: folders(tmp_path))
     visitor = Visitor("k", uploads=[tmp_path / "a.npy"])
     with pytest.raises(QuotaFull) as full:
         visitors.room(visitor, "uploads")
     assert full.value.status == 429 and "delete one" in str(full.value)
     assert visitors.room(visitor, "uploads", replacing=True) > 0 and visitors.room(visitor, "takes") > 0
-    tight = Visitors(None, DiskLimits(disk_quota=64 * 1024), lambda: [tmp_path])
+    tight = Visitors(None, DiskLimits(disk_quota=64 * 1024), lambda: folders(tmp_path))
     with pytest.raises(QuotaFull) as full:
         tight.room(Visitor("other"), "takes")
     assert full.value.status == 507 and (tmp_path / "a.npy").stat().st_size == 64 * 1024
@@ -114,17 +120,6 @@ def visitors(studio):
     for viewer in (first, second):
         loop.run(viewer.close())
     loop.close()
-
-
-def api_routes(router, prefix: str = "") -> list[tuple[str, APIRoute]]:
-    """(full path, route) of every API route on the app, through included routers (FastAPI keeps them nested)."""
-    out = []
-    for route in router.routes:
-        if isinstance(route, APIRoute):
-            out.append((prefix + route.path, route))
-        elif hasattr(route, "original_router"):
-            out += api_routes(route.original_router, prefix + route.include_context.prefix)
-    return out
 
 
 def session_routes(app) -> list[tuple[str, str]]:

@@ -4,6 +4,7 @@ panda3d` streams paired frames into a real studio that a session renders. Offscr
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -146,10 +147,42 @@ def test_panda3d_streams_paired_frames_that_a_session_renders_and_drives(studio)
     assert int(err.split("frames; ")[1].split(" inputs")[0]) >= 4, err
 
 
+def test_panda3d_receives_its_styled_frames_back_and_reports_round_trips(studio):
+    """The report's loop in Panda3D: offscreen, 90 frames out, the styled frames back into a window of its own."""
+    out = subprocess.run(_engine(studio, "--frames", "90", "--token", TOKEN, "--receive", "--prompt", "volcano",
+                                 "--format", "jpeg"), capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in __import__("os").environ.items() if k != "DISPLAY"})
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["frames_sent"] == 90, report
+    # latest frame wins, so a loaded machine may skip some; the last one sent always comes back
+    assert 10 <= report["frames_received"] <= 90 and report["frames_shown"] >= 1, report
+    assert 0 < report["roundtrip_p50_ms"] <= report["roundtrip_p95_ms"], report
+    assert "drawn offscreen" in out.stderr and "watch it at /studio/watch/" in out.stderr, out.stderr
+    wait_until(lambda: not any(s.source_name == "feed:panda3d" for s in studio.sessions.values()), 30,
+               "the engine's session to end with its feed")
+
+
+def test_the_styled_window_draws_what_it_is_shown_offscreen():
+    from gbuffer.panda3d.window import FrameWindow
+
+    window = FrameWindow(W, H, "test", offscreen=True)
+    try:
+        image = np.zeros((H, W, 3), np.uint8)
+        image[: H // 2] = (200, 40, 10)                     # top half orange, bottom half blue: rows top first
+        image[H // 2:] = (10, 60, 220)
+        window.show(image)
+        window.engine.render_frame()
+        shown = window.shown()
+        assert shown is not None and np.abs(shown.astype(int) - image.astype(int)).max() <= 2
+    finally:
+        window.close()
+
+
 @pytest.mark.parametrize("extra, url, match", [
     ((), "http://127.0.0.1:1/api/engine/feed", "not a ws:// or wss:// URL"),
     (("--token", "wrong"), None, "token"),
-    (("--receive",), None, "--receive: is not available yet"),
+    (("--receive", "--token", TOKEN, "--prompt", "volcano", "--size", "161x97"), None, "multiples of 2"),
     (("--show", "--token", TOKEN), None, "--show: cannot open a window"),
 ])
 def test_bad_engine_arguments_get_one_line(studio, extra, url, match, monkeypatch):

@@ -445,7 +445,7 @@ def test_sampler_and_alignment_settings_reach_the_cli_and_the_server(weights_dir
                                       "--renderer-option", "sigma_max=0.999", "--renderer-option", "num_steps=2"])
     options = settings_from_args(args).renderer_options
     assert options == {"sampler_update": "renoise", "sigma_max": 0.999, "num_steps": 2,
-                       "unknown_prompt": "presets", "weights": str(weights_dir)}
+                       "unknown_prompt": "presets", "chunk_size": 4, "threads": 1, "weights": str(weights_dir)}
     assert create_renderer("flash", **options).describe()["sampler_update"] == "renoise"
     assert cli(["serve", "--renderer", "flash", "--renderer-option", "num_steps=0", "--port", "1"]) == 2
     assert "--renderer-option: num_steps: Input should be greater than or equal to 1" in capsys.readouterr().err

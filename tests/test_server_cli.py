@@ -50,6 +50,25 @@ def test_the_reference_backend_reaches_the_server_settings():
     assert settings_from_args(args).renderer_options == {"backend": "torch"}
 
 
+def test_renderer_options_are_checked_by_the_renderers_spec_not_its_name():
+    """A backend registered later gets its options checked with no code naming it (issue 25, RendererSpec)."""
+    from renderer.base import _SPECS, RendererSpec, SizeRule, register
+    from studio.commands._args import ArgumentError, check_renderer_options
+
+    register(RendererSpec("toon", SizeRule(), lambda: None, options={"outline": ("thin", "bold")}))
+    try:
+        check_renderer_options("toon", {"outline": "bold"})
+        with pytest.raises(ArgumentError, match="outline=wide is not one of thin, bold"):
+            check_renderer_options("toon", {"outline": "wide"})
+        with pytest.raises(ArgumentError, match="the toon renderer takes only outline=..., not 'backend'"):
+            check_renderer_options("toon", {"backend": "gl"})
+    finally:
+        del _SPECS["toon"]
+    check_renderer_options("flash", {"num_steps": 2})        # flash: its settings model (FlashSettings)
+    with pytest.raises(ArgumentError, match="num_steps: Input should be greater than or equal to 1"):
+        check_renderer_options("flash", {"num_steps": 0})
+
+
 def test_exposing_the_studio_warns_and_requires_a_token():
     args = build_parser().parse_args(["serve", "--host", "0.0.0.0"])
     settings = settings_from_args(args)

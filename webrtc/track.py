@@ -47,9 +47,10 @@ class BufferClosed(Exception):
 class FrameBuffer:
     """A bounded hand-over between one producer thread and the asyncio consumer."""
 
-    def __init__(self, capacity: int, loop: asyncio.AbstractEventLoop):
+    def __init__(self, capacity: int, loop: asyncio.AbstractEventLoop, send_period: float = 0.0):
         self.capacity = max(1, capacity)
         self._loop = loop
+        self.send_period = send_period   # the consumer's seconds per frame (the session's 1/fps)
         self._items: collections.deque[OutgoingFrame] = collections.deque()
         self._cond = threading.Condition()
         self._ready = asyncio.Event()
@@ -99,6 +100,18 @@ class FrameBuffer:
         with self._cond:
             return self._cond.wait_for(lambda: self.closed or len(self._items) < self.capacity, timeout) \
                 and not self.closed
+
+    def wait_to_render(self, frames: int, timeout: float) -> bool:
+        """Block (worker thread) until a chunk of `frames` started now is due: when the frames still waiting
+        will have gone out by the time it is rendered (at the measured production rate), so its frames do not
+        wait behind them and it renders from input that is as fresh as it can be. One frame: wait_for_room.
+        False if closed or timed out."""
+        def due() -> bool:
+            period = max(self.send_period, self.production_period)
+            return self.closed or (len(self._items) * period <= frames * self.production_period
+                                   and len(self._items) < self.capacity)
+        with self._cond:
+            return self._cond.wait_for(due, timeout) and not self.closed
 
     def clear(self) -> None:
         """Drop frames not sent yet (after a seek, so the picture jumps at once)."""

@@ -291,6 +291,17 @@ def build_world_mesh(world: World) -> tuple[np.ndarray, list[Sector]]:
     return vertices, sectors
 
 
+def world_mesh(world: World) -> tuple[np.ndarray, list[Sector]]:
+    """build_world_mesh(world), kept with the world (read-only: a VBO is filled from it): a shared world
+    (world.shared_world) is meshed once per process, not on every engine session's first frame."""
+    mesh = world.__dict__.get("_mesh")
+    if mesh is None:
+        mesh = build_world_mesh(world)
+        mesh[0].flags.writeable = False
+        world.__dict__["_mesh"] = mesh
+    return mesh
+
+
 def build_kart_mesh() -> np.ndarray:
     """The kart in its own frame: +x forward, +y up, origin on the ground between the wheels."""
     mb = MeshBuilder()

@@ -26,7 +26,7 @@ from gbuffer.encoding import DEPTH_FAR_M, DEPTH_NEAR_M, encode_normal
 from gbuffer.engine import beauty as lighting
 from gbuffer.engine import shaders
 from gbuffer.engine.camera import perspective
-from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, build_world_mesh
+from gbuffer.engine.meshes import FLOATS_PER_VERTEX, Sector, build_kart_mesh, world_mesh
 from gbuffer.engine.world import World
 from gbuffer.frame import NUM_CHANNELS, GBufferError
 from gbuffer.gl_finish import gil_free_finish
@@ -134,17 +134,17 @@ class GBufferRaster:
         self.program = self._own(ctx.program(vertex_shader=shaders.VERTEX,
                                                fragment_shader=shaders.fragment_source(self.beauty)))
         if isinstance(scene, World):
-            world_mesh, self._sectors = build_world_mesh(scene)
+            vertices, self._sectors = world_mesh(scene)
         else:
-            world_mesh = np.asarray(scene, np.float32)
-            self._sectors = [Sector(0, len(world_mesh), (0.0, 0.0, 0.0), math.inf)]
+            vertices = np.asarray(scene, np.float32)
+            self._sectors = [Sector(0, len(vertices), (0.0, 0.0, 0.0), math.inf)]
         self._sector_centres = np.array([sc.centre for sc in self._sectors], np.float64)   # (S, 3) metres
         self._sector_radii = np.array([sc.radius for sc in self._sectors], np.float64)    # (S,)
-        self._world_vbo = self._own(ctx.buffer(world_mesh.tobytes()))
+        self._world_vbo = self._own(ctx.buffer(vertices.tobytes()))
         self._kart_vbo = self._own(ctx.buffer(build_kart_mesh().tobytes()))
         self._world_vao = self._own(ctx.vertex_array(self.program, [(self._world_vbo, *_ATTRIBUTES)]))
         self._kart_vao = self._own(ctx.vertex_array(self.program, [(self._kart_vbo, *_ATTRIBUTES)]))
-        self.triangles = (len(world_mesh) + self._kart_vbo.size // (4 * FLOATS_PER_VERTEX)) // 3
+        self.triangles = (len(vertices) + self._kart_vbo.size // (4 * FLOATS_PER_VERTEX)) // 3
         size = (self.width, self.height)
         self._targets = [self._own(ctx.texture(size, 3)) for _ in range(NUM_CHANNELS + self.beauty)]
         self._depth = self._own(ctx.depth_renderbuffer(size))
@@ -158,7 +158,7 @@ class GBufferRaster:
         self.proj[1, :] *= -1.0  # flip y: the first row read back is the top of the image
         self.program["proj"].write(self.proj.T.tobytes())
         if self.beauty:
-            self._init_beauty(world_mesh)
+            self._init_beauty(vertices)
 
     def _init_beauty(self, world_mesh: np.ndarray) -> None:
         """Shadow-map target and depth-only program; the lighting constants as uniforms."""

@@ -12,7 +12,7 @@ from gbuffer.engine.assist import verge_assist
 from gbuffer.engine.autopilot import Autopilot
 from gbuffer.engine.camera import ChaseCamera
 from gbuffer.engine.physics import TICK_HZ, KartPhysics
-from gbuffer.engine.world import World
+from gbuffer.engine.world import World, shared_world
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
@@ -36,7 +36,7 @@ class EngineSimulation:
 
     def __init__(self, seed: int = 0, autopilot: bool = True):
         self.seed = int(seed)
-        self.world = World.generate(self.seed)
+        self.world = shared_world(self.seed)
         self.physics = KartPhysics(self.world)
         self.pilot = Autopilot(self.world.track)
         self.camera = ChaseCamera(self.world.ground_height)

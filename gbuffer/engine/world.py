@@ -5,6 +5,7 @@ Everything here is plain numpy and fully determined by the seed; the renderer an
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,3 +199,12 @@ class World:
             if (p.x - x) ** 2 + (p.z - z) ** 2 < p.radius * p.radius:
                 return p
         return None
+
+
+@functools.lru_cache(maxsize=4)
+def shared_world(seed: int) -> World:
+    """World.generate(seed), once per process: a world does not change once generated, so the engine sessions
+    of one seed share it, and its mesh (meshes.world_mesh), instead of spending a few hundred milliseconds of
+    their first frame building both again."""
+    return World.generate(seed)
+

@@ -4,32 +4,50 @@
         stream_source(engine, c)          # sends frames at the engine's rate, applies inputs that come back
 
 Synchronous on purpose (one thread sends, a background thread receives): engines are usually loops.
+
+With `output` (feed protocol 2) the studio starts the engine's own session and sends its styled frames back:
+
+    with FeedClient(URL, name="kart", width=416, height=224, fps=30, output={"format": "jpeg"}) as c:
+        c.welcome["session_id"], c.welcome["watch"]   # the session; browsers watch it through that link
+        c.control({"type": "preset", "name": "volcano"})   # → the ack (or error), as on the data channel
+        for styled in c.frames():          # StyledFrame: .index (the G-buffer frame's), .rgb(), .missed
+            ...
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
+import queue
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
 from alaya_errors import validate
-from gbuffer.feed.protocol import HELLO, FeedError, encode_frame
+from gbuffer.feed.protocol import HELLO, RETURN_PROTOCOL, FeedError, StyledFrame, decode_styled, encode_frame
+from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource, Source
 
 
+RETURNED_MAX = 2**26                 # bytes of one message from the studio with the return path (a big rgb24 frame)
+STYLED_KEPT = 4                      # styled frames kept for a slow reader of frames()
+ANSWERS = ("ack", "error", "stats", "pong")   # what a control message is answered with
+
+
 class FeedClient:
     def __init__(self, url: str, *, name: str, width: int, height: int, fps: float,
-                 token: str | None = None, compression: str = "zlib", rgb: bool = False):
+                 token: str | None = None, compression: str = "zlib", rgb: bool = False,
+                 output: dict | None = None):
         self.url = url
+        returns = {"protocol": RETURN_PROTOCOL, "output": output} if output is not None else {}
         self.hello = validate(HELLO, dict(name=name, width=width, height=height, fps=float(fps),
-                                          compression=compression, rgb=rgb), FeedError, "feed client")
+                                          compression=compression, rgb=rgb, **returns), FeedError, "feed client")
         self.token = token
         self.welcome: dict | None = None
         self.events: list[dict] = []
@@ -37,6 +55,13 @@ class FeedClient:
         self.close_reason: str | None = None
         self._input: PlayerInput | None = None
         self._lock = threading.Lock()
+        self.messages: list[dict] = []         # protocol 2: the session's own (timeline, preparing, ended, ...)
+        self.frames_dropped = 0                # styled frames this client received but nobody read in time
+        self.roundtrips = RoundTrips()         # G-buffer frame sent → its styled frame received
+        self._styled: collections.deque[StyledFrame] = collections.deque(maxlen=STYLED_KEPT)
+        self._answers: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self._asking = threading.Lock()        # one control request at a time: answers come in order
+        self._arrived = threading.Condition()
         self._ws = None
         self._reader: threading.Thread | None = None
         self._stack = contextlib.ExitStack()
@@ -46,12 +71,13 @@ class FeedClient:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         try:
             self._ws = self._stack.enter_context(connect(self.url, additional_headers=headers, compression=None,
-                                                         max_size=2**20, open_timeout=10))
+                                                         max_size=RETURNED_MAX if self.returns else 2**20,
+                                                         open_timeout=10))
         except (OSError, InvalidHandshake) as exc:
             raise FeedError(f"cannot connect to {self.url}: {exc}", "--connect") from None
         try:
             self._ws.send(self.hello.to_json())
-            reply = json.loads(self._ws.recv(timeout=10))
+            reply = json.loads(self._ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
         except ConnectionClosed as exc:
             raise FeedError(f"the studio refused the feed: {exc.rcvd.reason if exc.rcvd else exc}",
                             "--connect") from None
@@ -65,7 +91,14 @@ class FeedClient:
     def _read(self) -> None:
         try:
             for message in self._ws:
+                if isinstance(message, bytes):
+                    self._keep(decode_styled(message))
+                    continue
                 msg = json.loads(message)
+                if msg.get("type") in ANSWERS:
+                    self._answers.put(msg)
+                elif msg.get("type") not in ("input", "event"):
+                    self.messages.append(msg)
                 if msg.get("type") == "input":
                     with self._lock:
                         self._input = PlayerInput(msg["steer"], msg["throttle"], msg["brake"], msg["reset"],
@@ -75,7 +108,51 @@ class FeedClient:
                     self.events.append(msg)
         except ConnectionClosed as exc:
             self.close_reason = exc.rcvd.reason if exc.rcvd else "connection lost"
+        except FeedError as exc:               # a styled frame this client cannot read: stop reading
+            self.close_reason = str(exc)
         self.close_reason = self.close_reason or "closed by the studio"
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def _keep(self, frame: StyledFrame) -> None:
+        self.roundtrips.arrived(frame)
+        with self._arrived:
+            if len(self._styled) == self._styled.maxlen:
+                self.frames_dropped += 1
+            self._styled.append(frame)
+            self._arrived.notify_all()
+
+    def frames(self, timeout: float | None = None) -> Iterator[StyledFrame]:
+        """Protocol 2: the styled frames in the order they came, waiting for each; it ends when the feed closes
+        (or nothing arrives for `timeout` s). Frames are kept for a slow reader up to STYLED_KEPT, then the
+        oldest go (counted in `frames_dropped`; the studio's own skips are each frame's `missed`)."""
+        while True:
+            with self._arrived:
+                if not self._arrived.wait_for(lambda: self._styled or not self.connected, timeout):
+                    return
+                if not self._styled:
+                    return
+                frame = self._styled.popleft()
+            yield frame
+
+    def control(self, message: dict, timeout: float = 10.0) -> dict | None:
+        """Protocol 2: one data-channel message (prompt, preset, blend, schedule, ...: docs/datachannel.md) →
+        the studio's answer (an ack or an error, as a dict); None for `key` and `input`, which it never answers."""
+        if not self.returns:
+            raise FeedError("control messages need the return path: give FeedClient an output", "feed client")
+        with self._asking:
+            self._send(json.dumps(message))
+            if message.get("type") in ("key", "input"):
+                return None
+            try:
+                return self._answers.get(timeout=timeout)
+            except queue.Empty:
+                raise FeedError(f"no answer to {message.get('type')!r} within {timeout:g} s",
+                                "feed client") from None
+
+    @property
+    def returns(self) -> bool:
+        return self.hello.protocol == RETURN_PROTOCOL
 
     @property
     def connected(self) -> bool:
@@ -91,8 +168,14 @@ class FeedClient:
         if frame.width != self.hello.width or frame.height != self.hello.height:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the hello said "
                             f"{self.hello.width}x{self.hello.height}", "feed client")
+        message = encode_frame(frame, self.hello.compression, self.hello.rgb)
+        if self.returns:
+            self.roundtrips.sent(frame.index)
+        self._send(message)
+
+    def _send(self, message: str | bytes) -> None:
         try:
-            self._ws.send(encode_frame(frame, self.hello.compression, self.hello.rgb))
+            self._ws.send(message)
         except ConnectionClosed as exc:
             raise FeedError(f"the studio closed the feed: {exc.rcvd.reason if exc.rcvd else exc}",
                             "feed client") from None

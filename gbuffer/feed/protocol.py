@@ -10,6 +10,10 @@ See docs/feed.md. In short, on one WebSocket:
   studio → engine  text   {"type": "input", "steer", "throttle", "brake", "reset", "handbrake"} and
                           {"type": "event", "event": "session_started" | "session_ended", "session_id"}
 A bad message closes the feed with a WebSocket close code from `CLOSE` and a one-line reason.
+
+Protocol 2 (the return path) adds, on the same socket: an `output` object in the hello (what the engine's own
+session renders), its session's id, owner key and watch link in the welcome, each styled frame back as a binary
+message (STYLED_HEADER + pixels, `StyledFrame`), and the data channel's control messages as text both ways.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, Strict, StrictBool, StrictInt, StringConstraints, TypeAdapter
@@ -29,15 +33,23 @@ from alaya_errors import validate
 from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
 
 FEED_PROTOCOL = 1
+RETURN_PROTOCOL = 2                  # the hello may ask for its session's styled frames back
+PROTOCOLS = (FEED_PROTOCOL, RETURN_PROTOCOL)
 FRAME_MAGIC = b"AGBF"
 # magic, protocol version, compression id, width, height, frame index, timestamp in microseconds
 FRAME_HEADER = struct.Struct("<4sBBHHIq")
 COMPRESSION_IDS = {"none": 0, "zlib": 1}
+STYLED_MAGIC = b"ASTY"
+# magic, protocol version, format id, width, height, G-buffer frame index, frames missed, render time and time in
+# the studio in microseconds
+STYLED_HEADER = struct.Struct("<4sBBHHIIII")
+FORMAT_IDS = {"rgb24": 0, "jpeg": 1}
+FORMATS = {v: k for k, v in FORMAT_IDS.items()}
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # WebSocket close codes the studio uses for a feed
 CLOSE = {"policy": 1008, "too_big": 1009, "bad_data": 1003, "bad_request": 4400, "unauthorized": 4401,
-         "conflict": 4409, "rate": 4429, "idle": 4408}
+         "conflict": 4409, "rate": 4429, "idle": 4408, "full": 1013}
 
 
 class FeedError(GBufferError):
@@ -66,13 +78,22 @@ class Hello:
     height: Side
     fps: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | Annotated[StrictInt, Field(gt=0)]
     compression: Literal["none", "zlib"] = "none"
-    protocol: Literal[FEED_PROTOCOL] = FEED_PROTOCOL
+    protocol: Literal[FEED_PROTOCOL, RETURN_PROTOCOL] = FEED_PROTOCOL
     rgb: StrictBool = False          # each frame payload also carries the paired RGB image
+    # protocol 2: what the engine's own session renders and sends back (the studio checks its fields)
+    output: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
-                           "height": self.height, "fps": self.fps, "compression": self.compression,
-                           "rgb": self.rgb})
+        hello = {"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
+                 "height": self.height, "fps": self.fps, "compression": self.compression, "rgb": self.rgb}
+        if self.output is not None:
+            hello["output"] = self.output
+        return json.dumps(hello)
+
+    @property
+    def returns(self) -> bool:
+        """The engine asked for its styled frames back (protocol 2)."""
+        return self.protocol == RETURN_PROTOCOL
 
     @property
     def gbuffer_bytes(self) -> int:
@@ -103,9 +124,13 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
         raise FeedError("JSON nested too deeply", "hello", CLOSE["bad_request"]) from None
     if not isinstance(data, dict) or data.get("type") != "hello":
         raise FeedError("the first message must be {\"type\": \"hello\", ...}", "hello", CLOSE["bad_request"])
-    if data.get("protocol") != FEED_PROTOCOL:
-        raise FeedError(f"protocol {data.get('protocol')!r} is not supported; this studio speaks {FEED_PROTOCOL}",
-                        "hello", CLOSE["bad_request"])
+    version = data.get("protocol")
+    if isinstance(version, bool) or version not in PROTOCOLS:
+        raise FeedError(f"protocol {version!r} is not supported; this studio speaks "
+                        f"{' and '.join(map(str, PROTOCOLS))}", "hello", CLOSE["bad_request"])
+    if version == FEED_PROTOCOL and "output" in data:
+        raise FeedError(f"'output' needs protocol {RETURN_PROTOCOL} (the return path); this hello says "
+                        f"{FEED_PROTOCOL}", "hello.output", CLOSE["bad_request"])
     hello = validate(HELLO, {k: v for k, v in data.items() if k != "type"}, _hello_error)
     if hello.width * hello.height > limits.max_pixels:
         raise FeedError(f"{hello.width}x{hello.height} exceeds the cap of {limits.max_pixels} pixels", "hello",
@@ -113,7 +138,8 @@ def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
     if hello.fps > limits.max_fps:
         raise FeedError(f"{hello.fps!r} is not a frame rate in (0, {limits.max_fps:g}]", "hello.fps",
                         CLOSE["bad_request"])
-    return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, rgb=hello.rgb)
+    return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, hello.protocol,
+                 hello.rgb, hello.output if hello.returns else None)
 
 
 def encode_frame(frame: GBufferFrame, compression: str = "none", rgb: bool = False) -> bytes:
@@ -169,3 +195,61 @@ def decode_frame(message: bytes, hello: Hello) -> GBufferFrame:
 def max_message_bytes(limits: FeedLimits) -> int:
     """Largest acceptable WebSocket message: one uncompressed paired frame at the pixel cap plus the header."""
     return FRAME_HEADER.size + (NUM_CHANNELS + 1) * limits.max_pixels * 3 + 1024
+
+
+@dataclass(frozen=True)
+class StyledFrame:
+    """A styled frame on its way back to the engine that sent its G-buffer (protocol 2).
+
+    `index`: the index of the G-buffer frame it was rendered from (as the engine numbered it); `data`: `height *
+    width * 3` RGB bytes rows top first (rgb24), or a JPEG file (jpeg); `missed`: frames the studio rendered for
+    this engine since the last one it read and dropped (latest frame wins); `render_ms`: the renderer's time for
+    the chunk it came from; `studio_ms`: from the G-buffer frame read off the engine's connection to this frame
+    ready to go back (render included), so an engine can tell the studio's share of a round trip from the wire's."""
+
+    index: int
+    width: int
+    height: int
+    format: Literal["rgb24", "jpeg"]
+    data: bytes
+    missed: int = 0
+    render_ms: float = 0.0
+    studio_ms: float = 0.0
+
+    def rgb(self) -> np.ndarray:
+        """uint8 (H, W, 3)."""
+        if self.format == "rgb24":
+            return np.frombuffer(self.data, np.uint8).reshape(self.height, self.width, 3)
+        from io import BytesIO
+
+        from PIL import Image
+
+        with Image.open(BytesIO(self.data)) as image:
+            return np.asarray(image.convert("RGB"))
+
+
+def encode_styled(frame: StyledFrame) -> bytes:
+    header = STYLED_HEADER.pack(STYLED_MAGIC, RETURN_PROTOCOL, FORMAT_IDS[frame.format], frame.width, frame.height,
+                                frame.index % 2**32, min(frame.missed, 2**32 - 1),
+                                _micros(frame.render_ms), _micros(frame.studio_ms))
+    return header + frame.data
+
+
+def decode_styled(message: bytes) -> StyledFrame:
+    """One binary message from the studio (protocol 2) → StyledFrame; FeedError on anything else."""
+    if len(message) < STYLED_HEADER.size:
+        raise FeedError(f"styled frame of {len(message)} bytes is shorter than its {STYLED_HEADER.size}-byte "
+                        "header", "feed client")
+    magic, version, fmt, width, height, index, missed, render_us, studio_us = STYLED_HEADER.unpack_from(message)
+    if magic != STYLED_MAGIC or version != RETURN_PROTOCOL or fmt not in FORMATS:
+        raise FeedError(f"bad styled frame header (magic {magic!r}, version {version}, format {fmt})",
+                        "feed client")
+    data = bytes(memoryview(message)[STYLED_HEADER.size:])
+    if fmt == FORMAT_IDS["rgb24"] and len(data) != width * height * 3:
+        raise FeedError(f"styled frame {index}: {len(data)} bytes for a {width}x{height} rgb24 image",
+                        "feed client")
+    return StyledFrame(index, width, height, FORMATS[fmt], data, missed, render_us / 1e3, studio_us / 1e3)
+
+
+def _micros(ms: float) -> int:
+    return max(0, min(round(ms * 1e3), 2**32 - 1))

@@ -14,6 +14,9 @@ from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
 
 
+ARRIVAL = "feed_arrival_s"          # frame.meta: time.monotonic() when the frame reached its feed
+
+
 class Feed:
     """One connected external engine. Keeps only its newest frame; subscribers wait for newer ones."""
 
@@ -46,21 +49,30 @@ class Feed:
             raise FeedError(f"more than {self._rate:.0f} frames a second beyond a burst of {self._burst:.0f} "
                             f"(hello said {self.hello.fps:g} fps)", code=CLOSE["rate"])
         self._tokens -= 1
+        frame.meta[ARRIVAL] = now         # the studio's share of a round trip counts from here (return path)
         with self._cond:
             self._latest = frame
             self.frames += 1
             self._cond.notify_all()
 
-    def wait_frame(self, after: int, timeout: float) -> GBufferFrame | None:
-        """The newest frame once more than `after` frames have arrived; None on timeout or close."""
+    def wait_frame(self, after: int, timeout: float, cancelled: Callable[[], bool] = lambda: False
+                   ) -> GBufferFrame | None:
+        """The newest frame once more than `after` frames have arrived; None on timeout, close or `cancelled()`
+        (checked whenever `wake` is called)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while self.frames <= after and not self.closed:
+                if cancelled():
+                    return None
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
             return None if self.closed else self._latest
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
     def send(self, message: dict) -> None:
         if not self.closed:
@@ -124,12 +136,13 @@ class FeedSource(LiveSource):
         self.name = f"feed:{feed.name}"
         self._seen = 0
         self._closed = False
+        self._interrupted = False
         feed.subscribers += 1
         feed.send({"type": "event", "event": "session_started", "session_id": session_id})
 
     def __iter__(self) -> Iterator[GBufferFrame]:
         while not self._closed:
-            frame = self.feed.wait_frame(self._seen, self.stall_timeout)
+            frame = self.feed.wait_frame(self._seen, self.stall_timeout, lambda: self._interrupted)
             if frame is None:
                 return
             self._seen = self.feed.frames
@@ -139,6 +152,14 @@ class FeedSource(LiveSource):
         p = player_input.clamped()
         self.feed.send({"type": "input", "steer": p.steer, "throttle": p.throttle, "brake": p.brake,
                         "reset": p.reset, "handbrake": p.handbrake, "session_id": self.session_id})
+
+    def frame_ready(self, timeout: float) -> bool:
+        self.feed.wait_frame(self._seen, timeout, lambda: self._interrupted)
+        return self.feed.frames > self._seen or self.feed.closed or self._interrupted
+
+    def interrupt(self) -> None:
+        self._interrupted = True
+        self.feed.wake()
 
     def close(self) -> None:
         if not self._closed:

@@ -53,11 +53,11 @@ def headless_pipe():
     return pipe
 
 
-def window_pipe():
-    """The windowed pipe (X11) for --show; one line when there is no display."""
+def window_pipe(flag: str = "--show"):
+    """The windowed pipe (X11) for `flag`'s window; one line when there is no display."""
     core = panda3d_core()
     pipe = core.GraphicsPipeSelection.get_global_ptr().make_module_pipe("pandagl")
     if pipe is None or not pipe.is_valid():
-        raise Panda3DUnavailableError("cannot open a window: no display (is DISPLAY set?); run without --show",
-                                      "--show")
+        raise Panda3DUnavailableError(f"cannot open a window: no display (is DISPLAY set?); run without {flag}",
+                                      flag)
     return pipe

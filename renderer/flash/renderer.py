@@ -14,6 +14,7 @@ from renderer.device import pick_device
 from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
+from renderer.flash.serving import reuse_history_patches
 from renderer.flash.session import FlashSession
 from renderer.flash.settings import FlashSettings
 from renderer.flash.text import UMT5PromptEncoder
@@ -48,7 +49,7 @@ class FlashRenderer(Renderer):
     the short history when the prompt changes), text_encoder (a local Wan 2.1
     directory for prompts outside the cache), unknown_prompt ("error": a prompt with no cached embedding and no
     text encoder is a PromptError; "presets": it renders as the blend of its nearest presets), seed (random
-    weights), prompts (extra prompts to embed, random weights only).
+    weights), prompts (extra prompts to embed, random weights only), threads (torch's CPU threads, process-wide).
     """
 
     name = "flash"
@@ -56,6 +57,8 @@ class FlashRenderer(Renderer):
     def __init__(self, weights: str | Path | None = None, device: str | None = None, dtype=None,
                  config: str | None = None, **settings):
         opts: FlashSettings = validate(FlashSettings, settings, RendererError)
+        if opts.threads is not None:
+            torch.set_num_threads(opts.threads)     # process-wide: a server loads its renderer once
         device = pick_device(device)
         torch_dtype = parse_dtype(dtype)
         if weights is not None:
@@ -72,6 +75,7 @@ class FlashRenderer(Renderer):
         pipe.config = cfg = dataclasses.replace(pipe.config, **opts.config_overrides())
         pipe.sampler = FewStepSampler.from_config(cfg)
         pipe.gbuffer_encoder.input_range = cfg.gbuffer_input_range
+        reuse_history_patches(pipe.transformer)
         self.chunk_size = opts.chunk_size or cfg.chunk_frames
         self.recache_on_switch = opts.recache_on_switch
         self.weights = str(weights) if weights is not None else None

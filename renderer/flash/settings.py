@@ -32,6 +32,9 @@ class FlashSettings(BaseModel):
     unknown_prompt: Literal["error", "presets"] = "error"
     seed: int = 0
     prompts: list[str] | None = None
+    # torch's intra-op CPU threads for the whole process (None: torch's default, one per core). On a shared
+    # 2-core machine two threads wait on each other and on the encoder: 1 is faster (BENCHMARKS.md, flash live)
+    threads: int | None = Field(None, ge=1)
 
     @field_validator("chunk_size")
     @classmethod

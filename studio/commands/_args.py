@@ -26,12 +26,19 @@ def parse_renderer_options(items: list[str] | None, where: str = "--renderer-opt
     return options
 
 
-def check_reference_options(options: dict, where: str = "--renderer-option") -> None:
-    """The reference renderer takes one setting, backend=auto|gl|torch; anything else is a one-line error."""
-    from renderer import REFERENCE_BACKENDS
+def check_renderer_options(renderer: str, options: dict, where: str = "--renderer-option") -> None:
+    """`options` as the renderer's RendererSpec declares them (renderer/base.py): each closed-set option takes one
+    of its values, and a backend with a settings model validates the rest; one without takes nothing else."""
+    from alaya_errors import validate
+    from renderer import renderer_spec
 
+    spec = renderer_spec(renderer)
     for key, value in options.items():
-        if key != "backend":
-            raise ArgumentError(f"the reference renderer takes only backend=..., not {key!r}", where)
-        if value not in REFERENCE_BACKENDS:
-            raise ArgumentError(f"backend={value} is not one of {', '.join(REFERENCE_BACKENDS)}", where)
+        allowed = spec.options.get(key)
+        if allowed is None and spec.settings is None:
+            takes = ", ".join(f"{name}=..." for name in spec.options) or "no options"
+            raise ArgumentError(f"the {renderer} renderer takes only {takes}, not {key!r}", where)
+        if allowed is not None and value not in allowed:
+            raise ArgumentError(f"{key}={value} is not one of {', '.join(allowed)}", where)
+    if spec.settings is not None:
+        validate(spec.settings(), options, ArgumentError, where)    # a bad option fails here, not at load

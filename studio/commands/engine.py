@@ -3,10 +3,13 @@
     alaya-studio engine --connect URL             the built-in kart engine
     alaya-studio engine panda3d --connect URL     Panda3D's environment with a Bullet car (the `engines` extra),
                                                   each frame paired with its own lit image; --show opens a window
+    ... panda3d --connect URL --receive           and shows the styled frames the studio sends back (protocol 2);
+                                                  its last line is JSON with the round-trip figures
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -30,7 +33,10 @@ def register(sub) -> None:
     p.add_argument("--compression", choices=("zlib", "none"), default="zlib")
     p.add_argument("--show", action="store_true", help="panda3d: also show its lit frame in a window (needs a display)")
     p.add_argument("--receive", action="store_true",
-                   help="panda3d: show the styled frames the studio sends back (needs feed protocol 2)")
+                   help="panda3d: show the styled frames the studio sends back (feed protocol 2; offscreen with no "
+                        "display) and print a last line of JSON with frames and round-trip times")
+    p.add_argument("--prompt", help="--receive: the style of the engine's session (default: the studio's)")
+    p.add_argument("--format", choices=("rgb24", "jpeg"), default="rgb24", help="--receive: how frames come back")
     p.set_defaults(func=run)
 
 
@@ -45,11 +51,9 @@ def run(args) -> int:
         raise UserError(f"{args.fps:g} is not a frame rate in (0, 240]", "--fps")
     if args.kind == "kart" and (args.show or args.receive):
         raise UserError(f"{'--show' if args.show else '--receive'} is for the panda3d engine", "engine")
-    if args.receive:  # the return path is feed protocol 2, which this studio does not speak yet
-        raise UserError("is not available yet: styled frames back to the engine need feed protocol 2; this client speaks 1",
-                        "--receive")
+    output = {"format": args.format, **({"prompt": args.prompt} if args.prompt else {})} if args.receive else None
     client = FeedClient(args.connect, name=args.name or args.kind, width=width, height=height, fps=args.fps,
-                        token=args.token, compression=args.compression, rgb=args.kind == "panda3d")
+                        token=args.token, compression=args.compression, rgb=args.kind == "panda3d", output=output)
     return (run_panda3d if args.kind == "panda3d" else run_kart)(args, client, width, height)
 
 
@@ -75,23 +79,41 @@ def run_panda3d(args, client, width: int, height: int) -> int:
     """Panda3D offscreen (no display needed); the first input from a driver ends its cruise."""
     from gbuffer.feed.client import stream_source
     from gbuffer.panda3d import Panda3DSource
+    from gbuffer.panda3d.receive import StyledFrames, styled_window
+    from gbuffer.panda3d.window import FrameWindow
 
     with Panda3DSource(width=width, height=height, fps=args.fps) as game:
-        window = None
-        if args.show:
-            from gbuffer.panda3d.window import LitFrameWindow
-            window = LitFrameWindow(width, height)
+        lit = FrameWindow(width, height) if args.show else None
+        styled = StyledFrames(client, styled_window(width, height)) if args.receive else None
         welcome = client.connect()
         print(f"feeding {welcome['source']} from panda3d at {width}x{height}, {args.fps:g} fps, with its lit "
               f"frame", file=sys.stderr)
+        last = -1
+
+        def on_frame(frame) -> None:
+            nonlocal last
+            last = frame.index
+            if lit is not None:
+                lit.show(frame.rgb)
+            if styled is not None:
+                styled.show_newest()
+        if styled is not None:
+            where = "offscreen (no display)" if styled.window.readback is not None else "in a window"
+            print(f"receiving the styled frames of session {welcome['session_id']}, drawn {where}; watch it at "
+                  f"{welcome['watch']}", file=sys.stderr)
+            styled.start()
         try:
-            sent = stream_source(game, client, max_frames=args.frames,
-                                 on_frame=(lambda frame: window.show(frame.rgb)) if window else None)
+            sent = stream_source(game, client, max_frames=args.frames, on_frame=on_frame)
+            if styled is not None:
+                styled.finish(last)
         finally:
             client.close()
-            if window is not None:
-                window.close()
+            for window in (lit, styled.window if styled else None):
+                if window is not None:
+                    window.close()
     _report(sent, client)
+    if styled is not None:
+        print(json.dumps(styled.report(sent)))      # the last line: frames and round-trip times
     return 0
 
 

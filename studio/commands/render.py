@@ -40,7 +40,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from renderer import create_renderer
     from gbuffer.size import Size
-    from studio.commands._args import check_reference_options, parse_renderer_options
+    from studio.commands._args import check_renderer_options, parse_renderer_options
     from studio.offline import render_to_mp4, write_metrics
     from studio.rollout import Rollout
     from studio.schedule import Schedule, load_schedule
@@ -73,8 +73,7 @@ def run(args) -> int:
     args.renderer = args.renderer or "reference"
     args.seed = 0 if args.seed is None else args.seed
     options = parse_renderer_options(args.renderer_option)
-    if args.renderer == "reference":
-        check_reference_options(options)
+    check_renderer_options(args.renderer, options)
     if args.device:
         options["device"] = args.device
     if args.weights:

@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--takes-dir", type=Path, help="where takes are recorded (default: DATA_DIR/takes, else ./takes)")
     p.add_argument("--take-min-free-mb", type=float, default=256, metavar="MB",
                    help="a take stops cleanly when its disk has less free space than this (default 256)")
+    p.add_argument("--grpc-port", type=int, metavar="N",
+                   help="also take engine feeds over gRPC on this TCP port, on --host (the `engines` extra; "
+                        "docs/engines.md)")
     p.add_argument("--osc-port", type=int, help="listen for OSC show control on this UDP port (docs/presenting.md)")
     p.add_argument("--osc-host", default="127.0.0.1", help="address for OSC (default 127.0.0.1)")
     p.add_argument("--osc-session", help="session OSC commands go to (default: the newest)")
@@ -64,7 +67,8 @@ def register(sub) -> None:
 
 def settings_from_args(args):
     from gbuffer.size import Size
-    from studio.commands._args import check_reference_options, parse_renderer_options
+    from renderer import renderer_spec
+    from studio.commands._args import check_renderer_options, parse_renderer_options
     from studio.server.access import DiskLimits
     from studio.server.settings import Settings
 
@@ -87,6 +91,10 @@ def settings_from_args(args):
         if value < 1:
             raise UserError(f"{value} must be at least 1", flag)
     width, height = Size.parse(args.size, "--size")
+    if args.grpc_port is not None and not 1 <= args.grpc_port <= 65535:
+        raise UserError(f"{args.grpc_port} is not a TCP port", "--grpc-port")
+    if args.grpc_port is not None and args.grpc_port == args.port:
+        raise UserError(f"{args.grpc_port} is the studio's --port already", "--grpc-port")
     if args.osc_port is not None and not 1 <= args.osc_port <= 65535:
         raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
     if args.admin_token is not None and len(args.admin_token) < 16:
@@ -105,15 +113,9 @@ def settings_from_args(args):
     if not 0 <= args.disk_quota_mb < 2**40:   # NaN fails this too
         raise UserError(f"{args.disk_quota_mb:g} must be 0 or more megabytes", "--disk-quota-mb")
     options = parse_renderer_options(args.renderer_option)
-    if args.renderer == "reference":
-        check_reference_options(options)
-    if args.renderer == "flash":
-        from alaya_errors import validate
-        from renderer.flash.settings import FlashSettings
-
-        # Visitors type free text; with no text encoder loaded, render it as its nearest cached presets.
-        options.setdefault("unknown_prompt", "presets")
-        validate(FlashSettings, options, UserError, "--renderer-option")    # a bad option fails here, not later
+    for key, value in renderer_spec(args.renderer).live_options.items():   # what a live studio wants of it
+        options.setdefault(key, value)
+    check_renderer_options(args.renderer, options)
     if args.weights:
         options["weights"] = str(args.weights)
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, renderer=args.renderer,
@@ -125,12 +127,25 @@ def settings_from_args(args):
                     admin_token=args.admin_token, batch_wait_ms=args.batch_sessions,
                     disk=DiskLimits(args.max_uploads, args.max_takes, int(args.disk_quota_mb * 2**20)),
                     max_batch=args.max_batch, cluster=args.cluster, workers=args.workers,
-                    worker_sessions=args.worker_sessions)
+                    worker_sessions=args.worker_sessions, grpc_port=args.grpc_port)
     if settings.osc_port is not None:
         from studio.server.osc import refuse_remote
 
         refuse_remote(settings)
     return settings
+
+
+def with_grpc(app):
+    """The app with the engine feed's gRPC server beside it (imported only here: grpc is an extra)."""
+    try:
+        from studio.server.grpc_service import require_free_port, serve_grpc
+    except ImportError as exc:
+        raise UserError(f"gRPC is not installed ({exc.name} is missing): pip install '.[engines]'",
+                        "--grpc-port") from None
+    settings = app.state.settings
+    require_free_port(settings.host, settings.grpc_port)
+    print(f"engine feed over gRPC on {settings.host}:{settings.grpc_port} (docs/engines.md)", file=sys.stderr)
+    return serve_grpc(app)
 
 
 def ice_from_args(args):
@@ -160,14 +175,10 @@ def run(args) -> int:
     import uvicorn
 
     from gbuffer.feed.protocol import FeedLimits, max_message_bytes
-    from renderer import RENDERERS
     from studio.server import create_app
     from studio.ui import mount_ui
 
-    settings = settings_from_args(args)
-    if settings.renderer not in RENDERERS:
-        raise UserError(f"unknown renderer {settings.renderer!r}; choose one of {', '.join(RENDERERS)}",
-                        "--renderer")
+    settings = settings_from_args(args)     # an unknown renderer is one line there (its RendererSpec)
     if (warning := expose_warning(settings)) is not None:
         print(warning, file=sys.stderr)
     pool = None
@@ -177,6 +188,8 @@ def run(args) -> int:
         print(f"starting render workers on Ray ({settings.cluster})…", file=sys.stderr)
         pool = start_pool(settings)
     app = mount_ui(create_app(settings, player_at_root=False, pool=pool))
+    if settings.grpc_port is not None:
+        app = with_grpc(app)
     print(f"AlayaStudio on http://{settings.host}:{settings.port}  (studio: /studio, plain player: /player, "
           "API docs: /docs)",
           file=sys.stderr)

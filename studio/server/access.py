@@ -7,8 +7,10 @@ visitor may keep on the server's disk.
   so a page that restarts its session keeps its uploads and takes.
 - The *admin token* (`serve --admin-token`) stands for the operator and the presenter: every session, the list
   of sessions, no per-visitor counts (the byte quota still holds).
-- Keys are compared in constant time (`hmac.compare_digest`), a visitor is found by comparing the presented key
-  with every known one, so neither a key nor the set of keys leaks through timing.
+- Keys are compared in constant time (`hmac.compare_digest`), a visitor is found by comparing the presented key's
+  digest with every known one, so neither a key nor the set of keys leaks through timing.
+- Who owns which upload and take outlives a restart (owners.py keeps it in the data dir). Files in the uploads
+  and takes folders that nobody is known to own are the admin's only; the data dir's own sequences are everyone's.
 - Disk: a visitor holds at most `max_uploads` uploads and `max_takes` takes at a time, and uploads plus takes
   together stay under the studio's `disk_quota` bytes. A full count answers 429, a full quota 507; nothing
   already stored is touched.
@@ -22,9 +24,11 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from alaya_errors import UserError
+from studio.server import owners
+from studio.server.owners import Folders
 from studio.takes import TAKE_PREFIX
 
 KEY_BYTES = 24                      # 192 bits
@@ -72,37 +76,62 @@ class DiskLimits:
 
 @dataclass(eq=False)
 class Visitor:
-    key: str
+    key: str | None                  # None: known from the owners index until it presents its key again
     admin: bool = False
-    uploads: list[Path] = field(default_factory=list)   # what this visitor stored, while it exists
+    uploads: list[Path] = field(default_factory=list)   # what this visitor stored (real paths), while it exists
     takes: list[Path] = field(default_factory=list)
+    digest: str = ""                 # of the key: what the owners index keeps and `Visitors.find` compares
+
+    def __post_init__(self):
+        self.digest = self.digest or owners.key_digest(self.key)
 
     def holds(self, kind: str) -> int:
         paths = getattr(self, kind)
         paths[:] = [p for p in paths if p.exists()]     # removed by an operator, or never finished
         return len(paths)
 
+    def has(self, path: Path) -> bool:
+        real = owners.real_path(path)
+        return real in self.uploads or real in self.takes
+
     def owns(self, path: Path) -> bool:
-        return self.admin or path in self.uploads or path in self.takes
+        return self.admin or self.has(path)
 
 
 class Visitors:
-    """The studio's visitors by owner key, and the disk they may use (`folders`: the uploads and takes folders,
-    a callable because the data dir may be chosen after the app is built)."""
+    """The studio's visitors by owner key, and the disk they may use (`folders`: the uploads and takes folders and
+    the owners index, a callable because the data dir may be chosen after the app is built; the index is read on
+    first use)."""
 
-    def __init__(self, admin_token: str | None, limits: DiskLimits, folders: Callable[[], Iterable[Path]]):
+    def __init__(self, admin_token: str | None, limits: DiskLimits, folders: Callable[[], Folders]):
         self.admin = Visitor(admin_token, admin=True) if admin_token else None
         self.limits = limits
         self.folders = folders
-        self._known: list[Visitor] = []
-        self._lock = threading.Lock()
+        self._visitors: list[Visitor] | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def known(self) -> list[Visitor]:
+        """Visitors with an owner key: those in the owners index (read on first use), then those admitted since."""
+        if self._visitors is None:
+            with self._lock:
+                if self._visitors is None:
+                    self._visitors = [Visitor(None, digest=digest, **held)
+                                      for digest, held in owners.read_index(self.folders())]
+        return self._visitors
 
     def find(self, presented: str | None) -> Visitor | None:
-        """The visitor (or the admin) whose key was presented; every known key is compared, in constant time."""
-        found = None
-        for visitor in ([self.admin] if self.admin else []) + self._known:
-            if same_key(presented, visitor.key):
+        """The visitor (or the admin) whose key was presented; every known key's digest is compared, in constant
+        time. A visitor known from the owners index learns its key again here."""
+        if not presented:
+            return None
+        digest = owners.key_digest(presented)
+        found = self.admin if self.is_admin(presented) else None
+        for visitor in self.known:
+            if hmac.compare_digest(digest, visitor.digest):
                 found = visitor
+        if found is not None and found.key is None:
+            found.key = presented
         return found
 
     def is_admin(self, presented: str | None) -> bool:
@@ -114,22 +143,46 @@ class Visitors:
         if found is not None and not found.admin:   # the admin's sessions get owner keys of their own
             return found
         with self._lock:
-            if len(self._known) >= MAX_IDLE_VISITORS:
-                self._known = [v for v in self._known if v.holds("uploads") or v.holds("takes")]
+            if len(self.known) >= MAX_IDLE_VISITORS:
+                self._visitors = [v for v in self.known if v.holds("uploads") or v.holds("takes")]
             visitor = Visitor(new_key())
-            self._known.append(visitor)
+            self.known.append(visitor)
         return visitor
 
     # ---- what a visitor may play --------------------------------------------------------------------------
 
     def owner_of(self, path: Path) -> Visitor | None:
-        return next((v for v in self._known if path in v.uploads or path in v.takes), None)
+        return next((v for v in self.known if v.has(path)), None)
 
     def may_use(self, visitor: Visitor | None, path: Path) -> bool:
-        """A visitor's uploads and takes are theirs while the studio knows them; files nobody here made (the
-        data dir's own, or kept from an earlier run) are everyone's, as recorded sequences always were."""
+        """A visitor's uploads and takes are theirs (and the admin's), across restarts; an upload or take nobody
+        is known to own is the admin's only; the data dir's own sequences are everyone's."""
+        if visitor is not None and visitor.admin:
+            return True
         owner = self.owner_of(path)
-        return owner is None or owner is visitor or (visitor is not None and visitor.admin)
+        if owner is not None:
+            return owner is visitor
+        return self.folders().inside(path) is None
+
+    def record(self, visitor: Visitor, kind: str, path: Path) -> None:
+        """`visitor` now holds `path` (an upload or a take; "uploads" or "takes"), also after a restart. A name
+        freed by another visitor's delete is no longer theirs."""
+        real = owners.real_path(path)
+        with self._lock:
+            for other in self.known:
+                held = getattr(other, kind)
+                if real in held and other is not visitor:
+                    held.remove(real)
+            if real not in getattr(visitor, kind):
+                getattr(visitor, kind).append(real)
+            self._save()
+
+    def _save(self) -> None:
+        try:
+            owners.write_index(self.folders(), [(v.digest, {"uploads": v.uploads, "takes": v.takes})
+                                                for v in self.known if not v.admin])
+        except OSError as exc:   # the disk is full or read-only: ownership holds in memory for this run
+            owners.log.warning("cannot write the owners index: %s", exc.strerror or exc)
 
     def require_source(self, visitor: Visitor | None, source: str, data_dir: Path | None, takes_dir: Path) -> None:
         """Refuse another visitor's upload or take as a source, in the words used for one that is not there."""
@@ -147,7 +200,8 @@ class Visitors:
 
     def used_bytes(self) -> int:
         total = 0
-        for folder in self.folders():
+        where = self.folders()
+        for folder in filter(None, (where.uploads, where.takes)):
             for root, _dirs, names in os.walk(folder):
                 for name in names:
                     try:
@@ -181,7 +235,7 @@ class VisitorTakes:
     def start(self, on_stopped, **fields):
         room = self.visitors.room(self.visitor, "takes")
         recorder = self.store.start(on_stopped, max_bytes=room, **fields)
-        self.visitor.takes.append(recorder.info.path)
+        self.visitors.record(self.visitor, "takes", recorder.info.path)
         return recorder
 
 

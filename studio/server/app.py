@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,11 +22,11 @@ from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
+from studio.server.owners import INDEX_NAME, Folders
 from studio.server.redact import hide_paths
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
 
-log = logging.getLogger("alaya.server")
 
 
 def create_app(settings: Settings | None = None, *, player_at_root: bool = True, pool=None) -> FastAPI:
@@ -45,8 +45,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
             app.state.sessions.pool = pool
         elif settings.cluster:
             app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, start_pool, settings)
-        # Load the default renderer while nobody waits for it (errors surface on the first offer instead).
-        warm = asyncio.get_running_loop().run_in_executor(None, _warm_renderer, app.state.sessions)
+        # The default session's one-off costs while nobody waits for them; /api/health says `ready` after.
+        warm = asyncio.get_running_loop().run_in_executor(None, app.state.sessions.planner.warm_up)
         osc = await start_osc(settings, app.state.sessions, app.state.metrics) if settings.osc_port else None
         if settings.warm_text_matching:     # in a child process at low CPU priority (prompt_presets/minilm.py)
             matching.warm_up_in_background()
@@ -112,9 +112,11 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     return app
 
 
-def _visitor_folders(settings: Settings) -> list:
-    """What the disk quota counts: the takes folder and the uploads folder (the data dir may be set later)."""
-    return [settings.takes_path] + ([settings.uploads_path] if settings.data_dir is not None else [])
+def _visitor_folders(settings: Settings) -> Folders:
+    """Visitors' uploads and takes (what the disk quota counts) and who owns them (the data dir may be set later)."""
+    if settings.data_dir is None:        # no data dir (a bare app, no UI): ownership lasts this run only
+        return Folders(None, settings.takes_path, None)
+    return Folders(settings.uploads_path, settings.takes_path, Path(settings.data_dir) / INDEX_NAME)
 
 
 def start_pool(settings: Settings):
@@ -124,10 +126,3 @@ def start_pool(settings: Settings):
     return WorkerPool(PoolSettings(settings.cluster, settings.workers, settings.worker_sessions, settings.renderer,
                                    settings.renderer_options, settings.batch_wait_ms, settings.max_batch,
                                    settings.cluster_cpus)).start()
-
-
-def _warm_renderer(sessions: SessionManager) -> None:
-    try:
-        sessions.renderer(sessions.settings.renderer)
-    except Exception as exc:  # reported again, as a 4xx, when an offer asks for it
-        log.warning("renderer %r not ready: %s", sessions.settings.renderer, exc)

@@ -1,8 +1,10 @@
 """The engine feed endpoint: `WS /api/engine/feed` (protocol in gbuffer/feed/protocol.py, docs/feed.md), and
 `GET /api/feeds`, the feeds connected now.
 
-Reading and checking frames happens here; a bad message closes this feed only. Decoding (zlib, copying a
-frame) runs in a worker thread so a busy feed never stalls WebRTC signalling or other sessions.
+Reading and checking frames happens here; a bad message closes this feed only. Inflating a zlib frame runs in a
+worker thread so a busy feed never stalls WebRTC signalling or other sessions (an uncompressed one is one copy). An engine that
+says protocol 2 gets its own session (studio/server/engine_link.py) and the return path on the same socket:
+styled frames out as binary messages, its control messages answered as text (`ReturnPath`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, decode_frame, max_message_bytes, parse_hello
-from studio.server.deps import FeedsDep, SettingsDep
+from alaya_errors import UserError
+from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, Hello, decode_frame, encode_styled,
+                                   max_message_bytes, parse_hello)
+from studio.server.deps import FeedsDep, ManagerDep, SettingsDep, VisitorsDep
+from studio.server.engine_link import EngineLink, OutputRequest, parse_output
 from studio.server.models import FeedInfo
+from studio.server.sessions import StudioFull
 from studio.server.tasks import cancel_and_wait
 
 log = logging.getLogger("alaya.feed")
 router = APIRouter(prefix="/api", tags=["engine feed"])
 HELLO_TIMEOUT_S = 5.0
 OUTBOX_SIZE = 64
+CONTROL_BACKLOG = 32                  # control messages an engine may have waiting for their answers
 
 
 def token_ok(ws: WebSocket, expected: str | None) -> bool:
@@ -41,13 +48,15 @@ async def list_feeds(hub: FeedsDep) -> list[FeedInfo]:
 
 
 @router.websocket("/engine/feed")
-async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep) -> None:
+async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manager: ManagerDep,
+                      visitors: VisitorsDep) -> None:
     await ws.accept()
     if not token_ok(ws, settings.token):
         await ws.close(CLOSE["unauthorized"], "a valid token is required (Authorization: Bearer TOKEN)")
         return
     loop = asyncio.get_running_loop()
     outbox: asyncio.Queue[dict] = asyncio.Queue(OUTBOX_SIZE)
+    sending = asyncio.Lock()          # text and styled frames go out from two tasks, a message at a time
 
     def send(message: dict) -> None:  # any thread; the newest input wins if the engine reads slowly
         def put() -> None:
@@ -58,20 +67,31 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep) -> No
 
     async def pump() -> None:
         while True:
-            await ws.send_text(json.dumps(await outbox.get()))
+            text = json.dumps(await outbox.get())
+            async with sending:
+                await ws.send_text(text)
 
-    feed = None
-    pump_task = None
+    feed = link = None
+    tasks: list[asyncio.Task] = []
     try:
         first = await asyncio.wait_for(ws.receive(), HELLO_TIMEOUT_S)
         if first["type"] == "websocket.disconnect":
             return
         hello = parse_hello(first.get("text") if first.get("text") is not None else first.get("bytes"),
                             hub.limits)
+        request = _output_request(hello)
         feed = hub.register(hello, send)
-        await ws.send_text(json.dumps({"type": "welcome", "protocol": FEED_PROTOCOL, "source": f"feed:{hello.name}",
-                                       "max_fps": hub.limits.max_fps, "max_pixels": hub.limits.max_pixels}))
-        pump_task = asyncio.get_running_loop().create_task(pump(), name=f"feed-pump-{hello.name}")
+        welcome = {"type": "welcome", "protocol": hello.protocol, "source": f"feed:{hello.name}",
+                   "max_fps": hub.limits.max_fps, "max_pixels": hub.limits.max_pixels}
+        if request is not None:
+            link = await _open_link(manager, visitors, settings, feed, request)
+            welcome.update(link.welcome())
+        await ws.send_text(json.dumps(welcome))
+        tasks.append(loop.create_task(pump(), name=f"feed-pump-{hello.name}"))
+        controls = None
+        if link is not None:
+            controls = ReturnPath(link, send, ws, sending)
+            tasks += controls.start(hello.name)
         limit = max_message_bytes(hub.limits)
         while True:
             message = await asyncio.wait_for(ws.receive(), settings.feed_idle_timeout_s)
@@ -79,22 +99,35 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep) -> No
                 break
             data = message.get("bytes")
             if data is None:
-                raise FeedError("after the hello, the engine sends binary frames only")
+                if controls is None:
+                    raise FeedError("after the hello, the engine sends binary frames only (control messages "
+                                    f"need protocol {RETURN_PROTOCOL})")
+                controls.control(message.get("text") or "")
+                continue
             if len(data) > limit:
                 raise FeedError(f"message of {len(data)} bytes exceeds {limit}", code=CLOSE["too_big"])
-            frame = await asyncio.to_thread(decode_frame, data, hello)
+            # an uncompressed frame is one copy (about 0.3 ms at 416x224): here, not a thread hop away
+            frame = decode_frame(data, hello) if hello.compression == "none" else \
+                await asyncio.to_thread(decode_frame, data, hello)
             feed.push(frame)
     except FeedError as exc:
         log.info("feed %s closed: %s", feed.name if feed else "?", exc)
         await _close(ws, exc.code, str(exc))
+    except UserError as exc:          # the output the hello asked for: renderer, size, schedule
+        await _close(ws, CLOSE["bad_request"], str(exc))
+    except StudioFull as exc:
+        await _close(ws, CLOSE["full"], str(exc))
     except asyncio.TimeoutError:
         await _close(ws, CLOSE["idle"], "no message within the idle timeout")
     except WebSocketDisconnect:
         pass
     finally:
-        await cancel_and_wait(pump_task)
+        for task in tasks:
+            await cancel_and_wait(task)
         if feed is not None:
-            hub.remove(feed)
+            hub.remove(feed)          # first: it wakes the session's read of the feed
+        if link is not None:
+            await link.close()
 
 
 async def _close(ws: WebSocket, code: int, reason: str) -> None:
@@ -102,3 +135,55 @@ async def _close(ws: WebSocket, code: int, reason: str) -> None:
         await ws.close(code, reason.encode()[:120].decode(errors="ignore"))
     except RuntimeError:  # already closed
         pass
+
+
+def _output_request(hello: Hello) -> OutputRequest | None:
+    """What a protocol-2 hello asks its session to render; None for a protocol-1 feed (no return path)."""
+    return parse_output(hello.output) if hello.returns else None
+
+
+async def _open_link(manager, visitors, settings, feed, request: OutputRequest) -> EngineLink:
+    """The engine's own session, owned by a new visitor whose key only this engine hears (in its welcome)."""
+    owner = visitors.grant(visitors.admit(None), settings.takes)
+    return await EngineLink.open(manager, feed, request, owner)
+
+
+class ReturnPath:
+    """Protocol 2 on one socket: each styled frame out as a binary message; the answers to the engine's control
+    messages and the session's own messages out as text, through the feed's outbox."""
+
+    def __init__(self, link: EngineLink, send, ws: WebSocket, sending: asyncio.Lock):
+        self.link, self.send, self.ws, self.sending = link, send, ws, sending
+        self._controls: asyncio.Queue[str] = asyncio.Queue(CONTROL_BACKLOG)
+
+    def start(self, name: str) -> list[asyncio.Task]:
+        loop = asyncio.get_running_loop()
+        return [loop.create_task(self._frames(), name=f"feed-frames-{name}"),
+                loop.create_task(self._answers(), name=f"feed-answers-{name}"),
+                loop.create_task(self._messages(), name=f"feed-messages-{name}")]
+
+    def control(self, text: str) -> None:
+        """A text message from the engine (on the receive loop): answered in turn, never read ahead of."""
+        if self._controls.full():
+            raise FeedError(f"{CONTROL_BACKLOG} control messages are already waiting for their answers",
+                            code=CLOSE["rate"])
+        self._controls.put_nowait(text)
+
+    async def _frames(self) -> None:
+        # one frame in flight: while the engine does not read, this send waits and the link's slot keeps only
+        # the newest frame (the next one sent says how many were missed)
+        while (frame := await self.link.next_frame()) is not None:
+            message = encode_styled(frame)
+            async with self.sending:
+                await self.ws.send_bytes(message)
+
+    async def _answers(self) -> None:
+        while True:
+            text = await self._controls.get()
+            answer = await self.link.control(text)  # a failing handler answers an error; the feed goes on
+            if answer is not None:
+                self.send(answer)
+
+    async def _messages(self) -> None:
+        while (message := await self.link.next_message()) is not None:
+            self.send(message)

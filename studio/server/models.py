@@ -67,6 +67,8 @@ class SessionInfo(SessionFacts):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+    ready: bool = Field(True, description="the start-up warm-up is over: a session now starts without waiting for "
+                        "the default renderer, its GL setup or the encoder (SessionPlanner.warm_up)")
     version: str
     sessions: int
     max_sessions: int

@@ -4,6 +4,7 @@ of a session's timeline matches what the session showed."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from gbuffer.size import H264_RULE, Size
 from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, check_size, create_renderer
 from renderer.base import RenderSession
+from studio.rollout import Rollout
 from studio.schedule import Schedule, ScheduleError, schedule_from_value
 from studio.server.models import SessionOptions
 from studio.server.settings import Settings
@@ -23,6 +25,7 @@ from studio.takes import TAKE_PREFIX
 from webrtc.stamp import BITS, stamp_fits
 
 DEFAULT_PROMPT = "cyberpunk"
+log = logging.getLogger("alaya.server")
 
 
 class OfferError(UserError):
@@ -58,6 +61,7 @@ class SessionPlanner:
         self.pool = None                  # render workers on Ray (cluster.pool.WorkerPool) with --cluster
         self._renderers: dict[str, Renderer] = {}
         self._renderer_lock = threading.Lock()
+        self.warmed = threading.Event()   # warm_up() is over: /api/health says `ready`
 
     def plan(self, options: SessionOptions, stamp: bool = False) -> SessionPlan:
         """The one resolution of source, size, renderer, frame rate and schedule, for offers and render jobs."""
@@ -82,6 +86,28 @@ class SessionPlanner:
         if fps > s.max_fps:
             raise OfferError(f"{fps:g} fps is above this studio's cap of {s.max_fps:g}", "fps")
         return SessionPlan(options.source, renderer, size.width, size.height, fps, options.seed, schedule)
+
+    def warm_up(self) -> None:
+        """Pay the default session's one-off costs before the studio says it is ready, so its first visitor does
+        not: the default renderer loaded, then one frame of the default session (what an offer with no options
+        gets) rendered and thrown away, which opens the GL contexts, compiles the default style's programs,
+        makes the default size's targets and builds the engine's world once; and libx264 opened once. Errors
+        are left to the first offer that meets them (a 4xx there); `warmed` is set either way."""
+        try:
+            self.renderer(self.settings.renderer)
+            if self.pool is None:          # render workers warm up on their own
+                plan = self.plan(SessionOptions())
+                source, session = self.open(plan, "warm-up")
+                rollout = Rollout(source, plan.schedule, session)
+                try:
+                    frames = rollout.next_chunk()
+                finally:
+                    rollout.close()
+                _warm_encoder(frames[0].rgb if frames else None)
+        except Exception as exc:  # noqa: BLE001 - said again, as one line, by the offer that needs it
+            log.warning("warm-up of renderer %r incomplete: %s", self.settings.renderer, exc)
+        finally:
+            self.warmed.set()
 
     # ---- renderers -----------------------------------------------------------------------------------------
 
@@ -153,3 +179,19 @@ class SessionPlanner:
         except BaseException:
             source.close()
             raise
+
+
+def _warm_encoder(rgb) -> None:
+    """Encode one frame with the live sessions' H.264 encoder: loads libx264's code and tables once."""
+    import fractions
+
+    import av
+    import numpy as np
+
+    from webrtc.encoders import EncoderSettings, make_encoder
+
+    picture = rgb if rgb is not None else np.zeros((224, 416, 3), np.uint8)
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(picture), format="rgb24")
+    frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
+    make_encoder("video/H264", EncoderSettings()).encode(frame)
+

@@ -85,7 +85,8 @@ async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep) ->
         hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)]
         workers = [{**w, "session_ids": [sid for sid, host in hosted if host == w["name"]]}
                    for w in manager.pool.describe()]
-    return Health(version=__version__, sessions=len(live_sessions(manager)), max_sessions=settings.max_sessions,
+    return Health(ready=manager.planner.warmed.is_set(), version=__version__, sessions=len(live_sessions(manager)),
+                  max_sessions=settings.max_sessions,
                   renderer=settings.renderer, renderers=list(RENDERERS), feeds=feeds.names(),
                   renderer_info=loaded.describe() if loaded is not None else None,
                   workers=workers)
@@ -126,7 +127,7 @@ async def get_schedule(session: SessionDep) -> dict:
                responses={**ERRORS, **NOT_FOUND})
 async def take(body: TakeRequest, session: SessionDep) -> dict:
     """Start or stop recording a take of the session (docs/presenting.md); answers the take's status."""
-    message = session.start_take() if body.action == "start" else session.stop_take()
+    message = session.takes.start() if body.action == "start" else session.takes.stop()
     return {k: v for k, v in message.items() if k not in ("type", "request")}
 
 

@@ -24,7 +24,7 @@ from studio.server.outbox import Outbox
 from studio.server.planner import SessionPlan
 from studio.server.reports import SessionReports
 from studio.server.take_control import TakeControl
-from studio.server.worker import SessionWorker
+from studio.server.worker import FrameSink, SessionWorker
 from studio.takes import TakeStore
 from webrtc import protocol as dc
 from webrtc.answer import SendOnlyAnswer, close_peer
@@ -39,7 +39,8 @@ class LiveSession:
                  *, loop: asyncio.AbstractEventLoop, stamp: bool = False, loop_playback: bool = True,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
                  takes: TakeStore | None = None, max_watchers: int = 10,
-                 on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None):
+                 on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None,
+                 sink: FrameSink | None = None):
         self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
         self.owner_key = owner_key       # issue 26: what its REST routes need (studio/server/access.py)
         self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
@@ -48,7 +49,7 @@ class LiveSession:
         self._on_ended = on_ended        # on the event loop: the session should end (its peer or source went)
         self.timeline = LiveTimeline(plan.schedule)
         self.rollout = Rollout(source, self.timeline, render_session)
-        self.buffer = FrameBuffer(render_session.chunk_size, loop)
+        self.buffer = FrameBuffer(render_session.chunk_size, loop, 1.0 / plan.fps)
         self.track = SessionVideoTrack(self.buffer, plan.fps, on_sent=self._on_sent)
         self.outbox = Outbox(loop)
         self.reports = SessionReports(self.track, plan.fps, observer, offered_at)
@@ -56,7 +57,8 @@ class LiveSession:
                                  height=self.height, fps=plan.fps, seed=render_session.seed)
         self.worker = SessionWorker(f"session-{session_id}", self.rollout, self.timeline, self.buffer, self.outbox,
                                     self.takes, stamp=stamp, loop_playback=loop_playback, observer=observer,
-                                    on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")))
+                                    on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")),
+                                    sink=sink)   # an engine's own session: its frames go back to it as rendered
         self.handlers = ChannelHandlers(self)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
         # RenderSession.on_lost: only a render worker's session (cluster/) calls it, when its worker died
@@ -86,12 +88,17 @@ class LiveSession:
         """The owner's peer agreed on a codec: frames are encoded once per codec, for the owner and every
         watcher, with this session's encoder settings."""
         self.codec = answer.mime_type
-        encoders = self.audience.fanout.encoders
-        encoders.settings = settings
+        encoders = self.encode_with(settings)
 
         def install() -> None:  # first recv(): aiortc has not created its own encoder yet
             self.reports.encoder = encoders.install(answer.sender, answer.mime_type)
         self.track.on_first_recv = install
+
+    def encode_with(self, settings: EncoderSettings):
+        """The encoder settings of the session's stream, for its owner's peer and its watchers."""
+        encoders = self.audience.fanout.encoders
+        encoders.settings = settings
+        return encoders
 
     async def close(self) -> None:
         """Stop the session, then close its peer. Safe to call twice."""
@@ -163,9 +170,3 @@ class LiveSession:
     def stats(self) -> dc.StatsReport:
         return self.reports.stats(session_id=self.id, state=self.state, frame=self.rollout.frame_index,
                                   codec=self.codec, errors=self.outbox.errors)
-
-    def start_take(self) -> dict:
-        return self.takes.start()
-
-    def stop_take(self) -> dict:
-        return self.takes.stop()

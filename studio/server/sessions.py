@@ -22,6 +22,7 @@ from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
 from studio.server.planner import SessionPlan, SessionPlanner
 from studio.server.session import LiveSession
+from studio.server.worker import FrameSink
 from studio.server.settings import Settings
 from studio.server.tasks import TaskSet, cancel_and_wait
 from webrtc.answer import answer_sendonly, require_video
@@ -97,23 +98,8 @@ class SessionManager:
         try:
             plan = self.plan(req, stamp=req.stamp)
             require_video(req.sdp)
-            session_id = uuid.uuid4().hex[:12]
-            loop = asyncio.get_running_loop()
-            try:
-                source, render_session = await loop.run_in_executor(None, self.planner.open, plan, session_id)
-            except RendererFull as exc:   # every render worker is full: 503 with Retry-After, as a full studio
-                self.sessions_refused += 1
-                raise StudioFull(str(exc)) from None
-            peer = peer_connection(self.settings.ice, session_id)
-            session = LiveSession(session_id, plan, source, render_session, peer, loop=loop, stamp=req.stamp,
-                                  loop_playback=req.loop,
-                                  observer=self.observer(plan.renderer) if self.observer else None,
-                                  offered_at=offered_at, max_watchers=self.settings.max_watchers,
-                                  on_ended=self._end_soon, owner_key=owner.key if owner else None,   # issue 26
-                                  takes=owner.takes if owner else self.settings.takes)
-            # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
-            # while the peers negotiate, not after: time to first frame
-            session.start()
+            session = await self._start(plan, owner, lambda sid: peer_connection(self.settings.ice, sid),
+                                        offered_at=offered_at, stamp=req.stamp, loop_playback=req.loop)
             try:
                 answer = await answer_sendonly(session.pc, session.track, req.sdp)
                 await require_relay(session.pc, self.settings.ice)
@@ -121,12 +107,54 @@ class SessionManager:
                 await session.close()
                 raise
             session.negotiated(answer, EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate))
-            self.sessions[session_id] = session
-            self.sessions_started += 1
-            self._watchdogs[session_id] = self.tasks.spawn(self._watch(session), name=f"watch-{session_id}")
-            return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session_id, owner_key=session.owner_key)
+            self._admit(session)
+            self._watchdogs[session.id] = self.tasks.spawn(self._watch(session), name=f"watch-{session.id}")
+            return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session.id, owner_key=session.owner_key)
         finally:
             self._pending -= 1
+
+    async def start_for_engine(self, options: SessionOptions, owner: Ownership, sink: FrameSink,
+                               channel) -> LiveSession:
+        """A session an engine owns (studio/server/engine_link.py): no peer; `sink` gets each frame as it is
+        rendered, `channel` stands for its data channel. The same limits as a visitor's; browsers watch it
+        through its watch link."""
+        self._reserve()
+        try:
+            plan = self.plan(options)
+            session = await self._start(plan, owner, None, sink=sink, channel=channel)
+            session.encode_with(EncoderSettings.for_session(plan.width, plan.height, plan.fps))
+            self._admit(session)
+            return session
+        finally:
+            self._pending -= 1
+
+    async def _start(self, plan: SessionPlan, owner: Ownership | None, peer: Callable[[str], object] | None, *,
+                     offered_at: float | None = None, stamp: bool = False, loop_playback: bool = True,
+                     sink: FrameSink | None = None, channel=None) -> LiveSession:
+        """A started session of `plan` (its worker renders while its peer, if any, negotiates)."""
+        session_id = uuid.uuid4().hex[:12]
+        loop = asyncio.get_running_loop()
+        try:
+            source, render_session = await loop.run_in_executor(None, self.planner.open, plan, session_id)
+        except RendererFull as exc:   # every render worker is full: 503 with Retry-After, as a full studio
+            self.sessions_refused += 1
+            raise StudioFull(str(exc)) from None
+        session = LiveSession(session_id, plan, source, render_session, peer(session_id) if peer else None,
+                              loop=loop, stamp=stamp, loop_playback=loop_playback,
+                              observer=self.observer(plan.renderer) if self.observer else None,
+                              offered_at=offered_at, max_watchers=self.settings.max_watchers,
+                              on_ended=self._end_soon, owner_key=owner.key if owner else None,   # issue 26
+                              takes=owner.takes if owner else self.settings.takes, sink=sink)
+        if channel is not None:
+            session.attach_channel(channel)
+        # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
+        # while the peers negotiate, not after: time to first frame
+        session.start()
+        return session
+
+    def _admit(self, session: LiveSession) -> None:
+        self.sessions[session.id] = session
+        self.sessions_started += 1
 
     async def _watch(self, session: LiveSession) -> None:
         """End sessions whose peer never connects or silently went away (a killed tab sends no goodbye, and

@@ -35,6 +35,7 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    grpc_port: int | None = None      # the engine feed over gRPC too, on `host` (serve --grpc-port); None = off
     ice: IceConfig = field(default_factory=IceConfig)  # STUN/TURN for the page and the server's peers
     max_watchers: int = 10            # audience peers (watch page, WHEP) per session
     warm_text_matching: bool = True   # load the free-text matcher at start, not on the first free-text prompt

@@ -15,8 +15,10 @@ import time
 from typing import Any, Callable
 
 import av
+import numpy as np
 
 from alaya_errors import UserError
+from gbuffer.source import LiveSource
 from studio.rollout import RenderedFrame, Rollout
 from studio.schedule.live import LiveTimeline
 from studio.server.metrics import SessionObserver
@@ -28,13 +30,17 @@ from webrtc.track import FrameBuffer, OutgoingFrame
 
 log = logging.getLogger("alaya.session")
 Command = Callable[[], "dc.ServerMessage | None"]     # run by the worker; its answer is sent
+FrameSink = Callable[[RenderedFrame, np.ndarray], None]   # a rendered frame and its RGB as handed over
 
 
 class SessionWorker:
     def __init__(self, name: str, rollout: Rollout, timeline: LiveTimeline, buffer: FrameBuffer, outbox: Outbox,
                  takes: TakeControl, *, stamp: bool, loop_playback: bool, observer: SessionObserver | None,
-                 on_ended: Callable[[], None]):
+                 on_ended: Callable[[], None], sink: FrameSink | None = None):
         self.rollout, self.timeline, self.buffer, self.outbox, self.takes = rollout, timeline, buffer, outbox, takes
+        # An engine's own session (studio/server/engine_link.py): each frame goes to the engine as it is rendered,
+        # and the engine's frames pace the session; the video track (watchers) takes the newest, never waited for.
+        self.sink = sink
         self.stamp = stamp              # read per frame as frames are handed over
         self.observer = observer
         self.on_ended = on_ended        # called from this thread when the session ended on its own
@@ -63,6 +69,8 @@ class SessionWorker:
         self._stop = True
         self._wake.set()
         self.buffer.close()
+        if isinstance(self.rollout.source, LiveSource):
+            self.rollout.source.interrupt()   # a feed that went quiet: its read ends now, not at its timeout
 
     def join(self, timeout_s: float) -> bool:
         """Blocking, after stop(): → False if the thread did not stop in time."""
@@ -98,8 +106,10 @@ class SessionWorker:
                 if self.timeline.advance(self.rollout.frame_index):
                     self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
                                                         reason="next pass of the loop"))
-                if self.rollout.session.chunk_size == 1 and not self.buffer.wait_for_room(0.05):
-                    continue   # render just in time: only once the last frame is on its way (commands apply)
+                if self.sink is None and not self.buffer.wait_to_render(self.rollout.session.chunk_size, 0.05):
+                    continue   # render just in time: once the frames waiting go out as it renders (commands apply)
+                if self.sink is not None and not self._engine_frame_ready():
+                    continue   # an engine's session waits for its next frame here, where commands still apply
                 t0, wall0 = time.perf_counter(), time.time()
                 count, parts = self.rollout.next_chunk_parts()
                 if self.loop_playback and self._at_end():
@@ -110,6 +120,8 @@ class SessionWorker:
                     if self.observer is not None:
                         self.observer.chunk_rendered(rendered_s)
                     continue
+                if self._stop:          # stopped while its source waited for a frame: not the source's end
+                    break
                 if self.loop_playback and self.rollout.recorded:
                     continue
                 if self._source_ended():
@@ -125,6 +137,10 @@ class SessionWorker:
             self.buffer.close()
             if self.state == "ended":
                 self.on_ended()
+
+    def _engine_frame_ready(self) -> bool:
+        source = self.rollout.source
+        return not isinstance(source, LiveSource) or source.frame_ready(0.05)
 
     def _source_ended(self) -> bool:
         """→ True when the loop ends with it: a live source that ends (a feed that went away) does not come
@@ -189,18 +205,34 @@ class SessionWorker:
         take = self.takes.recorder
         for f in chunk:
             rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
+            if self.sink is not None:
+                self.sink(f, rgb)                # first: the engine waits for it, the watchers' video does not
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             item = OutgoingFrame(f.index, video, rendered_at, _frame_info(f, rendered_wall))
-            while not self.buffer.put(item, timeout=0.05):
-                if self._stop or self.buffer.closed:
-                    return
-                # Commands only change what the *next* chunk renders, so they can apply while this one drains;
-                # after a seek the rest of this chunk is stale.
-                self._apply_commands()
-                if self._seeks != seeks:
-                    return
+            if self.sink is not None:
+                self._put_newest(item)
+            elif not self._put(item, seeks):
+                return
             if take is not None:   # what was handed to the viewer, in that order
                 take.add(f.gbuffer, rgb, f.conditioning, f.index)
+
+    def _put(self, item: OutgoingFrame, seeks: int) -> bool:
+        """Wait for room in the hand-over; False when the session stops or a seek made the chunk stale."""
+        while not self.buffer.put(item, timeout=0.05):
+            if self._stop or self.buffer.closed:
+                return False
+            # Commands only change what the *next* chunk renders, so they can apply while this one drains;
+            # after a seek the rest of this chunk is stale.
+            self._apply_commands()
+            if self._seeks != seeks:
+                return False
+        return True
+
+    def _put_newest(self, item: OutgoingFrame) -> None:
+        """An engine's session: latest frame wins, the watchers' track is never waited for."""
+        if not self.buffer.put(item, timeout=0):
+            self.buffer.clear()
+            self.buffer.put(item, timeout=0)
 
     # ---- commands (run on this thread, between chunks) --------------------------------------------------
 

@@ -163,8 +163,7 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
             raise
         refusal = UploadRefusal(error=str(exc), where=exc.where, detail=hide_paths(exc.technical, settings))
         return JSONResponse(refusal.model_dump(), status_code=400)
-    if path not in visitor.uploads:
-        visitor.uploads.append(path)
+    visitors.record(visitor, "uploads", path)      # also after a restart (studio/server/owners.py)
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
 
 

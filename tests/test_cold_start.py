@@ -1,0 +1,76 @@
+"""A first visitor who never waits for a warm-up (issue 25): the studio pays the default session's one-off costs
+before /api/health says `ready`, so the first session compiles no GL program and builds no world; engine sessions
+of one seed share the world and its mesh. (Its time to first frame is a figure: bench/cold_start_bench.py.)"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import numpy as np
+
+from gbuffer.engine import meshes
+from gbuffer.engine.source import EngineSource
+from gbuffer.feed import FeedHub, FeedLimits
+from helpers.browser import wait_until
+from helpers.loop import LoopThread
+from helpers.watch import start_owner
+from studio.server import Settings
+from studio.server.background import BackgroundServer
+from studio.server.planner import SessionPlanner
+
+
+def counting_mesh_builds(monkeypatch) -> list:
+    built = []
+    real = meshes.build_world_mesh
+
+    def build(world):
+        built.append(world.seed)
+        return real(world)
+    monkeypatch.setattr(meshes, "build_world_mesh", build)
+    return built
+
+
+def test_engine_sessions_of_one_seed_share_the_world_and_its_mesh(monkeypatch):
+    built = counting_mesh_builds(monkeypatch)
+    first, second = EngineSource(96, 64, seed=11), EngineSource(96, 64, seed=11)
+    try:
+        assert first.world is second.world and EngineSource(96, 64, seed=12).world is not first.world
+        a, b = first.next_frame(), second.next_frame()
+        assert built == [11]                                  # meshed once, by the first
+        assert np.array_equal(a.data, b.data)                 # and both draw the same world
+        vertices, _ = meshes.world_mesh(first.world)
+        assert not vertices.flags.writeable                   # shared: nobody may change it
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_warm_up_marks_the_studio_ready_also_when_the_renderer_cannot_load(caplog):
+    planner = SessionPlanner(Settings(renderer_options={"backend": "vulkan"}), FeedHub(FeedLimits(64 * 64, 30)))
+    assert not planner.warmed.is_set()
+    with caplog.at_level(logging.WARNING, "alaya.server"):
+        planner.warm_up()
+    assert planner.warmed.is_set() and "warm-up of renderer 'reference' incomplete" in caplog.text
+    assert "vulkan" in caplog.text and "\n" not in caplog.records[-1].getMessage()
+
+
+def test_once_ready_the_first_session_compiles_no_program_and_builds_no_world(monkeypatch):
+    with BackgroundServer(Settings(port=0, max_sessions=1, width=96, height=64)) as studio:
+        wait_until(lambda: httpx.get(f"{studio.url}/api/health", timeout=30).json()["ready"], 120, "ready")
+        renderer = studio.app.state.sessions.loaded_renderer("reference")
+        if renderer.shader is None:                          # no EGL here: the torch path has nothing to compile
+            programs = None
+        else:
+            programs = set(renderer.shader._programs)
+            assert programs, "the warm-up compiled the default style's programs"
+        built = counting_mesh_builds(monkeypatch)
+        loop = LoopThread()
+        try:
+            owner = loop.run(start_owner(studio.url, source="demo", size="96x64"))   # what a visitor's page asks
+            loop.run(owner.close())
+        finally:
+            loop.close()
+        assert built == []
+        if programs is not None:
+            assert set(renderer.shader._programs) == programs
