@@ -106,10 +106,13 @@ def serve(parent: int) -> None:
         return
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
-    for line in sys.stdin:
-        vectors = model.encode(json.loads(line), normalize_embeddings=True, convert_to_numpy=True)
-        out.write(json.dumps(np.asarray(vectors, np.float32).tolist()) + "\n")
-        out.flush()
+    try:
+        for line in sys.stdin:
+            vectors = model.encode(json.loads(line), normalize_embeddings=True, convert_to_numpy=True)
+            out.write(json.dumps(np.asarray(vectors, np.float32).tolist()) + "\n")
+            out.flush()
+    except BrokenPipeError:  # the studio stopped while we answered: nobody is left to tell
+        os._exit(0)
 
 
 def _exit_with(parent: int) -> None:
