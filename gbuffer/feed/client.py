@@ -140,15 +140,7 @@ class FeedClient:
         the studio's answer (an ack or an error, as a dict); None for `key` and `input`, which it never answers."""
         if not self.returns:
             raise FeedError("control messages need the return path: give FeedClient an output", "feed client")
-        with self._asking:
-            self._send(json.dumps(message))
-            if message.get("type") in ("key", "input"):
-                return None
-            try:
-                return self._answers.get(timeout=timeout)
-            except queue.Empty:
-                raise FeedError(f"no answer to {message.get('type')!r} within {timeout:g} s",
-                                "feed client") from None
+        return ask(self._asking, lambda: self._send(json.dumps(message)), self._answers, message, timeout)
 
     @property
     def returns(self) -> bool:
@@ -193,6 +185,20 @@ class FeedClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def ask(asking: threading.Lock, send: Callable[[], None], answers: "queue.SimpleQueue[dict]", message: dict,
+        timeout: float) -> dict | None:
+    """One control message sent and its answer awaited, one message at a time (both transports' clients): the
+    studio answers in order, and never answers `key` or `input`."""
+    with asking:
+        send()
+        if message.get("type") in ("key", "input"):
+            return None
+        try:
+            return answers.get(timeout=timeout)
+        except queue.Empty:
+            raise FeedError(f"no answer to {message.get('type')!r} within {timeout:g} s", "feed client") from None
 
 
 def stream_source(source: Source, client: FeedClient, *, max_frames: int | None = None,

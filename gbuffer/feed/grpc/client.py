@@ -27,7 +27,7 @@ import grpc
 from alaya_errors import validate
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
-from gbuffer.feed.client import ANSWERS, STYLED_KEPT
+from gbuffer.feed.client import ANSWERS, STYLED_KEPT, ask
 from gbuffer.feed.grpc.messages import FORMAT_IDS, FORMATS, frame_message, open_message
 from gbuffer.feed.protocol import HELLO, FeedError, StyledFrame
 from gbuffer.feed.roundtrip import RoundTrips
@@ -166,15 +166,8 @@ class GrpcFeedClient:
         if self.output is None:
             raise FeedError("control messages need the engine's own session: give GrpcFeedClient an output",
                             "feed client")
-        with self._asking:
-            self._send(pb.EngineMessage(control=pb.Control(json=json.dumps(message))))
-            if message.get("type") in ("key", "input"):
-                return None
-            try:
-                return self._answers.get(timeout=timeout)
-            except queue.Empty:
-                raise FeedError(f"no answer to {message.get('type')!r} within {timeout:g} s",
-                                "feed client") from None
+        return ask(self._asking, lambda: self._send(pb.EngineMessage(control=pb.Control(json=json.dumps(message)))),
+                   self._answers, message, timeout)
 
     def _send(self, message: pb.EngineMessage) -> None:
         while self.connected:
