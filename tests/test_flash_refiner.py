@@ -230,6 +230,31 @@ def test_train_refiner_fits_and_exports_it(tmp_path, capsys):
     assert len(err) == 1 and "--refiner" in err[0] and "small configs" in err[0]
 
 
+def test_train_refiner_on_recordings_the_transformer_never_saw(tmp_path, capsys):
+    """--refiner-on: the head's weight on the decoded colour is fitted where that colour is as good as on new
+    frames; eval's per-pixel baseline is then fitted on those recordings too."""
+    train, spare = tmp_path / "a.gbuf.zip", tmp_path / "b.gbuf.zip"
+    for seed, rec in ((1, train), (2, spare)):
+        assert cli("record", "--frames", 16, "--size", f"{W}x{H}", "--seed", seed, "--rgb", "--fps", 10,
+                   "-o", rec) == 0
+    assert cli("train", "codec", train, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 2,
+               "-o", tmp_path / "c", "--no-progress") == 0
+    common = ("--config", "tiny", "--codec", tmp_path / "c", "--size", f"{W}x{H}", "--steps", 2, "--chunks", 1,
+              "--styles", "original", "--refiner", "--refiner-windows", 1, "--refiner-frames", 8,
+              "--refiner-steps", 2, "--no-progress")
+    assert cli("train", train, *common, "--refiner-on", spare, "-o", tmp_path / "m") == 0
+    report = json.loads((tmp_path / "m" / "refiner_fit.json").read_text())
+    assert report["recordings"] == [spare.name] and report["frames"] == 8
+    named = json.loads((tmp_path / "m" / "train_settings.json").read_text())
+    assert named["transformer_recordings"] == [str(train)]
+    assert named["recordings"] == [str(train), str(spare)]           # what eval's per-pixel baseline fits on
+    capsys.readouterr()
+    for bad, words in (((train,), "a.gbuf.zip is a training recording"), ((tmp_path / "gone.zip",), "gone.zip")):
+        assert cli("train", train, *common, "--refiner-on", *bad, "-o", tmp_path / "x") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "--refiner-on" in err[0], err
+
+
 def test_codec_clips_with_styles_are_each_in_one_drawn_style():
     """`train codec --styles`: the codec learns the looks the renderer will decode, not the beauty pass alone."""
     from training.data import PairedClips

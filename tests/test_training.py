@@ -22,7 +22,7 @@ from gbuffer.frame import GBufferFrame
 from renderer import create_renderer
 from studio.cli import main
 from training.bookkeeping import draw_loss_curve
-from training.codec import Codec, TinyEncoder, load_codec, scale_latents_to_unit
+from training.codec import Codec, TinyEncoder, load_codec, random_crops, scale_latents_to_unit
 from training.data import PairedClips, load_recording
 from training.metrics import StreamMetrics, psnr, ssim
 from training.targets import CodecTargets, LatentCache
@@ -117,6 +117,42 @@ def test_the_codec_starts_with_latents_of_unit_scale():
     with torch.no_grad():
         after = float(codec.encode(clips).std())
     assert before < 0.3 and abs(after - 1) < 1e-3
+
+
+def test_a_fresh_codec_passes_its_input_through_with_every_memblock_an_identity():
+    """The init a deep TAEHV stack trains from: under PyTorch's default init a decoded frame kept ~4 % of its
+    input's spread, and a codec trained on sixteen styles never left mid grey (BENCHMARKS.md)."""
+    from renderer.flash.taehv import MemBlock
+
+    torch.manual_seed(0)
+    codec, clips = Codec(8, (32, 16, 8, 8)), torch.rand(2, 8, 3, 32, 64)
+    blocks = [m for m in codec.modules() if isinstance(m, MemBlock)]
+    inputs = [torch.rand(3, b.conv[0].in_channels // 2, 5, 5) for b in blocks]    # >= 0, as after a ReLU
+    assert len(blocks) == 18 and all(torch.equal(b(x.clone(), torch.rand_like(x)), x) for b, x in zip(blocks, inputs))
+    scale_latents_to_unit(codec, clips)
+    with torch.no_grad():
+        out = codec.decode(codec.encode(clips))
+    assert abs(float(out.mean()) - 0.5) < 0.1                        # starts around mid grey...
+    assert float(out.std()) > 0.2 * float(clips.std())               # ...and already depends on its input
+    mine, others = out[0] - out[0].mean(), clips[0] - clips[0].mean()
+    assert float((mine * others).mean()) != 0
+
+
+def test_codec_crops_are_each_clips_own_and_lie_on_the_latent_grid():
+    clips = torch.arange(2 * 8 * 3 * 32 * 64, dtype=torch.float32).reshape(2, 8, 3, 32, 64)
+    crops = random_crops(clips, 16, torch.Generator().manual_seed(0))
+    assert crops.shape == (2, 8, 3, 16, 16)
+    for clip, crop in zip(clips, crops):
+        y, x = divmod(int(crop[0, 0, 0, 0] - clip[0, 0, 0, 0]), 64)
+        assert y % 8 == 0 and x % 8 == 0 and torch.equal(crop, clip[..., y:y + 16, x:x + 16])
+    assert random_crops(clips, 0, torch.Generator()) is clips and random_crops(clips, 64, torch.Generator()) is clips
+
+
+def test_train_codec_refuses_a_crop_off_the_latent_grid(capsys):
+    for crop in ("12", "-8"):
+        assert main(["train", "codec", "missing.gbuf.zip", "--crop", crop, "-o", "unused"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--crop" in err[0] and "multiple of 8" in err[0], err
 
 
 @pytest.mark.slow

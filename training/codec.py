@@ -7,7 +7,7 @@ upstream checkpoints (and as `tiny_decoder/taew2_1_ft.safetensors` may hold; the
   12 TPool(1)  13 conv/2  14-16 MemBlock | 17 conv → 16 latent channels
   frames (B, T, 3, H, W) → latent (B, 16, T/4, H/8, W/8)
 
-`train codec` fits encoder + decoder to reconstruct clips (pixel MSE + L1, plus a perceptual distance when a
+`train codec` fits encoder + decoder to reconstruct clips, random 48-pixel crops of them (pixel MSE + L1, plus a perceptual distance when a
 local TorchScript one is given) with a light pull of the latents towards zero mean and unit variance: the flow
 model starts its sampling from unit Gaussian noise, so latents of that scale make its job well-posed.
 Output: CODEC_DIR/tiny_decoder/taew2_1_ft.safetensors (encoder.* and decoder.*) and CODEC_DIR/codec.json.
@@ -30,7 +30,7 @@ from torch import nn
 from gbuffer.formats.common import atomic_path
 from renderer.flash.config import LATENT_CHANNELS, TEMPORAL_SCALE
 from renderer.flash.decoder import TinyDecoder
-from renderer.flash.taehv import StreamMemory, init_signal_preserving, run_stream, taehv_encoder
+from renderer.flash.taehv import MemBlock, StreamMemory, TGrow, TPool, init_signal_preserving, run_stream, taehv_encoder
 from renderer.flash.weights import TINY_DECODER
 from training import bookkeeping
 from training.data import PairedClips
@@ -59,8 +59,9 @@ class CodecSettings:
     encoder_channels: int = 32
     decoder_channels: tuple[int, int, int, int] = (64, 32, 16, 16)
     steps: int = 2000
-    batch: int = 4
+    batch: int = 8
     clip_frames: int = 8
+    crop: int = 48                  # random square crops of this side (a multiple of 8); 0: whole frames
     lr: float = 1e-3
     l1_weight: float = 0.5          # MSE for PSNR, L1 for edges
     latent_weight: float = 0.05     # pull of latents towards mean 0, variance 1
@@ -78,12 +79,7 @@ class Codec(nn.Module):
         self.encoder = TinyEncoder(encoder_channels).encoder
         self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
         self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
-        # Trained from scratch: PyTorch's default init (the renderer's signal-preserving init is for random-weight
-        # smoke runs and starts a decoder far out of range), and a decoder that starts at mid grey.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                m.reset_parameters()
-        nn.init.constant_(self.decoder[-1].bias, 0.5)
+        init_for_training(self)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
         return TinyEncoder.forward(self, frames)
@@ -106,6 +102,54 @@ class Codec(nn.Module):
         out = TinyEncoder(self.encoder_channels)
         out.encoder.load_state_dict(self.encoder.state_dict())
         return out
+
+
+def init_for_training(codec: Codec) -> None:
+    """A start from which the deep TAEHV stack trains: He init where a ReLU follows, unit gain where none does,
+    each MemBlock's residual branch at zero (so every block starts as the identity), and a decoder whose last
+    convolution starts small around mid grey.
+
+    PyTorch's default init shrinks the signal layer by layer (a decoded frame's std was 0.01 of its input's),
+    and from there a codec trained on sixteen styles never left "every frame mid grey" in 1000 steps (10 dB,
+    below each style's mean colour); the renderer's `init_signal_preserving` keeps the signal but, without the
+    zero residuals, starts the decoder far out of range."""
+    def he(c: nn.Conv2d, relu: bool) -> None:
+        nn.init.kaiming_normal_(c.weight, nonlinearity="relu" if relu else "linear")
+        if c.bias is not None:
+            nn.init.zeros_(c.bias)
+
+    for stack in (codec.encoder, codec.decoder):
+        layers = list(stack)
+        for i, m in enumerate(layers):
+            if isinstance(m, nn.Conv2d):
+                he(m, i + 1 < len(layers) and isinstance(layers[i + 1], nn.ReLU))
+            elif isinstance(m, (TPool, TGrow)):
+                he(m.conv, False)
+            elif isinstance(m, MemBlock):
+                *inner, last = [c for c in m.conv if isinstance(c, nn.Conv2d)]
+                for c in inner:
+                    he(c, True)
+                nn.init.zeros_(last.weight)
+                nn.init.zeros_(last.bias)
+                if isinstance(m.skip, nn.Conv2d):
+                    he(m.skip, False)
+    out = codec.decoder[-1]
+    with torch.no_grad():
+        out.weight.mul_(0.1)
+    nn.init.constant_(out.bias, 0.5)
+
+
+def random_crops(clips: torch.Tensor, side: int, generator: torch.Generator) -> torch.Tensor:
+    """(B, T, 3, H, W) → (B, T, 3, side, side), each clip cropped at its own place on the 8-pixel latent grid
+    (whole frames when `side` is 0 or not smaller than them). Many small crops a step, not a few whole frames:
+    with sixteen looks, two clips a step pulled the codec a different way each step and it learned nothing."""
+    b, _, _, h, w = clips.shape
+    if not side or (side >= h and side >= w):
+        return clips
+    sy, sx = min(side, h), min(side, w)
+    ys = (torch.randint(0, (h - sy) // 8 + 1, (b,), generator=generator) * 8).tolist()
+    xs = (torch.randint(0, (w - sx) // 8 + 1, (b,), generator=generator) * 8).tolist()
+    return torch.stack([c[..., y:y + sy, x:x + sx] for c, y, x in zip(clips, ys, xs)])
 
 
 def save_codec(codec: Codec, out: Path, extra: dict) -> None:
@@ -176,8 +220,9 @@ def codec_loss(codec: Codec, clips: torch.Tensor, s: CodecSettings, perceptual=N
 def scale_latents_to_unit(codec: Codec, clips: torch.Tensor) -> float:
     """Data-dependent init: scale the encoder's last convolution so these clips' latents have unit std.
 
-    PyTorch's default init leaves latents ~0.05 in std, and the pull towards unit variance is too weak to move
-    them far while reconstruction dominates (a loaded run ended at 0.075). The flow model starts its sampling
+    An untrained encoder's latents are far from unit std (~0.05 under PyTorch's default init, ~0.1
+    under `init_for_training`), and the pull towards unit variance is too weak to move them far while
+    reconstruction dominates (a loaded run ended at 0.075). The flow model starts its sampling
     from unit noise, so latents that small would be ~1/13 of the noise: the renderer would learn a faint signal.
     Returns the std found before scaling."""
     with torch.no_grad():
@@ -214,7 +259,7 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     parts: dict = {}
     t0, done = time.perf_counter(), 0
     for step in bar:
-        clips = data.rgb_clips(s.batch, gen).to(device)
+        clips = random_crops(data.rgb_clips(s.batch, gen), s.crop, gen).to(device)
         loss, parts = codec_loss(codec, clips, s, perceptual)
         opt.zero_grad(set_to_none=True)
         loss.backward()

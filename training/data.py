@@ -145,14 +145,15 @@ class PairedClips:
     @classmethod
     def from_paths(cls, paths: Sequence[str | Path], width: int, height: int, clip_frames: int,
                    prompt_file: str | Path | None = None, start_stride: int = 1,
-                   styles: StyleTargets | None = None) -> "PairedClips":
+                   styles: StyleTargets | None = None, also_named: Sequence[str | Path] = ()) -> "PairedClips":
+        """`also_named`: recordings the prompt file may name besides `paths` (the refiner's, --refiner-on)."""
         if not paths:
             raise TrainingError("the dataset is empty: give at least one paired recording", "RECORDING")
         if styles is not None and prompt_file is not None:
             raise TrainingError("give either --styles (each clip draws a style) or --prompts (one per recording)",
                                 "--prompts")
         prompts = read_prompt_file(prompt_file)
-        unknown = sorted(set(prompts) - {Path(p).name for p in paths} - {DEFAULT_KEY})
+        unknown = sorted(set(prompts) - {Path(p).name for p in [*paths, *also_named]} - {DEFAULT_KEY})
         if unknown:
             raise TrainingError(f"names recording(s) not given: {', '.join(unknown)}", str(prompt_file))
         return cls([load_recording(p, width, height, prompt_for(Path(p), prompts)) for p in paths], clip_frames,

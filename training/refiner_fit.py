@@ -209,6 +209,7 @@ def fit_refiner(pipe: FlashPipeline, recordings: list, looks: list[Look], s: Ref
         log.close()
     refiner.requires_grad_(False).eval()
     report = {"settings": asdict(s), "looks": [lk.name for lk in looks], "frames": len(samples.look),
+              "recordings": sorted({recordings[k].name for lk in looks for k in lk.recordings}),
               "routing_accuracy_on_phrasings": round(routing_accuracy, 4),
               "psnr_on_fitted_frames": {**before, "refined": scores()["refined"]},
               "parameters": refiner.parameter_count()}

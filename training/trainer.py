@@ -40,7 +40,7 @@ from renderer.flash.text import PromptBank, SentenceProjection, UMT5PromptEncode
 from renderer.flash.transformer import FlashTransformer
 from training import bookkeeping, distributed
 from training.codec import CODEC_JSON, Codec, load_codec, save_codec
-from training.data import PairedClips
+from training.data import PairedClips, load_recording, prompt_for, read_prompt_file
 from training.errors import TrainingError
 from training.gan import GanTerm
 from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_reach_long
@@ -94,10 +94,12 @@ class TrainSettings:
     refiner_steps: int = 300         # its context branch's Adam steps
     refiner_windows: int = 2         # streamed windows per (recording, look) it is fitted on
     refiner_frames: int = 24         # frames per window
+    refiner_recordings: tuple[str, ...] = ()   # fitted on these, not the training recordings (docs/training.md)
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "lora_targets": list(self.lora_targets)}
+        return {**asdict(self), "lora_targets": list(self.lora_targets),
+                "refiner_recordings": list(self.refiner_recordings)}
 
 
 def check_settings(s: TrainSettings) -> FlashConfig:
@@ -127,6 +129,8 @@ def check_settings(s: TrainSettings) -> FlashConfig:
                             "--refiner")
     if s.refiner and min(s.refiner_steps, s.refiner_windows, s.refiner_frames) < 1:
         raise TrainingError("refiner steps, windows and frames must be at least 1", "--refiner-steps")
+    if s.refiner_recordings and not s.refiner:
+        raise TrainingError("recordings to fit the refiner on need --refiner", "--refiner-on")
     if s.weights is None and config.name == "full":
         raise TrainingError("the full 1.3B model is fine-tuned from its weights: give --weights DIR", "--config")
     if s.weights is None and s.codec is None:
@@ -261,6 +265,14 @@ class Trainer:
                  progress: bool = True):
         self.s = s
         self.recordings = [str(Path(p).resolve()) for p in recordings]   # eval fits its baseline on these
+        self.refiner_recordings = [str(Path(p).resolve()) for p in s.refiner_recordings]
+        shared = set(self.recordings) & set(self.refiner_recordings)
+        if shared:
+            raise TrainingError(f"{Path(sorted(shared)[0]).name} is a training recording: the refiner's own "
+                                "recordings are frames the transformer never trains on", "--refiner-on")
+        missing = [p for p in self.refiner_recordings if not Path(p).is_file()]
+        if missing:
+            raise TrainingError(f"no recording at {Path(missing[0]).name}", "--refiner-on")
         self.config = check_settings(s)
         self.out = bookkeeping.check_output_dir(out)
         self.dist = distributed.setup()
@@ -276,7 +288,8 @@ class Trainer:
         clip_chunks = self.history_chunks + s.chunks
         styles = StyleTargets(parse_styles(s.styles), keep=not cache) if s.styles is not None else None
         self.data = PairedClips.from_paths(recordings, s.width, s.height, clip_chunks * self.config.chunk_frames,
-                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1, styles=styles)
+                                           s.prompts, start_stride=TEMPORAL_SCALE if cache else 1, styles=styles,
+                                           also_named=self.refiner_recordings)
         self.latents = (LatentCache(self.modules.targets, self.data.recordings, self.device, styles)
                         if cache else None)
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
@@ -364,8 +377,11 @@ class Trainer:
 
         s = self.s
         if self.dist.is_main:
-            (self.out / SETTINGS_FILE).write_text(json.dumps({**self.s.to_json(), "recordings": self.recordings},
-                                                             indent=2))
+            # "recordings": every recording the model was fitted on, the refiner's too (eval's per-pixel
+            # baseline is fitted on the same frames)
+            named = {**self.s.to_json(), "recordings": self.recordings + self.refiner_recordings,
+                     "transformer_recordings": self.recordings}
+            (self.out / SETTINGS_FILE).write_text(json.dumps(named, indent=2))
         bar = tqdm(total=s.steps, initial=self.step, desc="train", unit="step", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         t0, done, last = time.perf_counter(), 0, {}
@@ -407,9 +423,17 @@ class Trainer:
             bookkeeping.draw_loss_curve(self.log.records(), self.out / bookkeeping.LOSS_PNG)
         self.dist.barrier()
 
-    def refiner_looks(self) -> list[Look]:
+    def refiner_data(self) -> list:
+        """The recordings the refiner is fitted on: --refiner-on's, else the training recordings. Its head leans
+        on the decoded colour as far as that colour predicts the target, so fitted on frames the transformer
+        trained on (and decodes better than any new frame) it would lean on it too far for new frames."""
+        if not self.refiner_recordings:
+            return self.data.recordings
+        return [load_recording(p, self.s.width, self.s.height, prompt_for(Path(p), read_prompt_file(self.s.prompts)))
+                for p in self.refiner_recordings]
+
+    def refiner_looks(self, recs: list) -> list[Look]:
         """What the refiner routes among: the run's styles, else each distinct recording prompt (its RGB)."""
-        recs = self.data.recordings
         styles = self.data.styles
         if styles is not None:
             from renderer import create_renderer
@@ -438,7 +462,8 @@ class Trainer:
         if self.s.refiner:
             settings = RefinerSettings(windows=self.s.refiner_windows, window_frames=self.s.refiner_frames,
                                        steps=self.s.refiner_steps, seed=self.s.seed)
-            refiner, _ = fit_refiner(pipe, self.data.recordings, self.refiner_looks(), settings, self.out)
+            recs = self.refiner_data()
+            refiner, _ = fit_refiner(pipe, recs, self.refiner_looks(recs), settings, self.out)
             config = dataclasses.replace(config, refiner_looks=refiner.looks, refiner_hidden=settings.hidden)
             pipe = FlashPipeline(config, *modules, "cpu", torch.float32, refiner)
         pipe.save(self.out)

@@ -78,6 +78,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--refiner-windows", type=int, default=2,
                    help="streamed windows per recording and style the refiner is fitted on (default 2)")
     p.add_argument("--refiner-frames", type=int, default=24, help="frames per refiner window (default 24)")
+    p.add_argument("--refiner-on", nargs="+", default=(), metavar="RECORDING",
+                   help="fit the refiner on these paired recordings, which the transformer never trains on "
+                        "(default: the training recordings; see docs/training.md)")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning, the default)")
     p.add_argument("--lora-alpha", type=float, default=16.0)
     p.add_argument("--lora-targets", default="to_q,to_k,to_v,to_out.0",
@@ -95,6 +98,8 @@ def codec_parser() -> argparse.ArgumentParser:
                                 "encoder/decoder on the RGB frames of paired recordings.")
     _common(p, 2000)
     p.add_argument("--encoder-channels", type=int, default=32, help="TAEHV encoder width (default 32)")
+    p.add_argument("--crop", type=int, help="train on random square crops of this side, a multiple of 8 "
+                   "(default 48; 0: whole frames)")
     p.add_argument("--perceptual", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
     p.add_argument("--styles", help="original,PRESET,... or all: each clip in one drawn style (the looks the "
                    "renderer will be trained on; default: the recordings' own RGB)")
@@ -137,7 +142,7 @@ def run_train(a) -> int:
                       max_minutes=a.max_minutes, cache_targets=a.cache_targets, objective=a.objective,
                       history_chunks=a.history_chunks, gan_weight=a.gan_weight, refiner=a.refiner,
                       refiner_steps=a.refiner_steps, refiner_windows=a.refiner_windows,
-                      refiner_frames=a.refiner_frames)
+                      refiner_frames=a.refiner_frames, refiner_recordings=tuple(a.refiner_on))
     trainer = Trainer(a.recordings, a.output, s, resume=a.resume, progress=not a.no_progress)
     last = trainer.run()
     if trainer.dist.is_main:
@@ -160,9 +165,12 @@ def run_codec(a) -> int:
     for name in ("steps", "encoder_channels", "checkpoint_every", "log_every"):
         if getattr(a, name) < 1:
             raise ArgumentError(f"must be at least 1, got {getattr(a, name)}", f"--{name.replace('_', '-')}")
+    if a.crop is not None and (a.crop < 0 or a.crop % 8):
+        raise ArgumentError(f"must be 0 or a positive multiple of 8 (the latent grid), got {a.crop}", "--crop")
     config = get_config(a.config)
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
+                      crop=CodecSettings.crop if a.crop is None else a.crop,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
                       max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height],
                                                              "styles": a.styles})
