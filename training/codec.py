@@ -7,9 +7,10 @@ upstream checkpoints (and as `tiny_decoder/taew2_1_ft.safetensors` may hold; the
   12 TPool(1)  13 conv/2  14-16 MemBlock | 17 conv → 16 latent channels
   frames (B, T, 3, H, W) → latent (B, 16, T/4, H/8, W/8)
 
-`train codec` fits encoder + decoder to reconstruct clips, random 48-pixel crops of them (pixel MSE + L1, plus a perceptual distance when a
-local TorchScript one is given) with a light pull of the latents towards zero mean and unit variance: the flow
-model starts its sampling from unit Gaussian noise, so latents of that scale make its job well-posed.
+`train codec` fits encoder + decoder to reconstruct random 48-pixel crops of clips (pixel MSE + L1, plus a
+perceptual distance when a local TorchScript one is given) with a light pull of the latents towards zero mean
+and unit variance: the flow model starts its sampling from unit Gaussian noise, so latents of that scale make
+its job well-posed. `init_for_training` and the crops are what let the deep stack learn at all (docs/training.md).
 Output: CODEC_DIR/tiny_decoder/taew2_1_ft.safetensors (encoder.* and decoder.*) and CODEC_DIR/codec.json.
 """
 
