@@ -149,6 +149,15 @@ def test_the_head_spans_every_quadratic_map_of_the_gbuffer():
         r.head[0] = weights
     out = r.head_map(v, torch.ones(2, 1))
     assert torch.allclose(out, torch.einsum("nfhw,fc->nchw", quadratic_features(v), weights), atol=1e-5)
+    # evaluated without the features (c + v.l + v^T Q v): the same map for a blend of looks, frame by frame
+    blended = GBufferRefiner(looks=3, text_dim=8)
+    with torch.no_grad():
+        blended.head.normal_(0, 0.5)
+    routing = torch.softmax(torch.randn(2, 3), -1)
+    maps = torch.einsum("ns,sfc->nfc", routing, blended.head)
+    with torch.no_grad():
+        assert torch.allclose(blended.head_map(v, routing),
+                              torch.einsum("nfhw,nfc->nchw", quadratic_features(v), maps), atol=1e-5)
 
 
 def test_routing_follows_the_prompt_and_a_blend_mixes_the_looks():

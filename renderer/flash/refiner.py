@@ -74,9 +74,17 @@ class GBufferRefiner(nn.Module):
         return torch.softmax(self.sharpness * cos, dim=-1)
 
     def head_map(self, v: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """v (N, 18, H, W), look weights (N, S) → (N, 3, H, W)."""
-        maps = torch.einsum("ns,sfc->nfc", weights, self.head)
-        return torch.einsum("nfhw,nfc->nchw", quadratic_features(v), maps)
+        """v (N, 18, H, W), look weights (N, S) → (N, 3, H, W): the quadratic map phi(v) @ W, evaluated as
+        c + sum_i v_i (l_i + sum_j Q_ij v_j) with Q upper-triangular, so the 190 features are never made (writing
+        N x 190 x H x W floats took half of a live 4-frame chunk's time)."""
+        maps = torch.einsum("ns,sfc->nfc", weights, self.head).to(v.dtype)          # (N, 190, 3)
+        n, p = v.shape[:2]
+        const, linear, pairs = maps[:, 0], maps[:, 1:1 + p], maps[:, 1 + p:]
+        i, j = torch.triu_indices(p, p, device=v.device)                            # quadratic_features' order
+        quad = v.new_zeros(n, p, p, 3)
+        quad[:, i, j] = pairs
+        inner = torch.einsum("nijc,njhw->nichw", quad, v) + linear[..., None, None]  # (N, 18, 3, H, W)
+        return (v.unsqueeze(2) * inner).sum(1) + const[..., None, None]
 
     def context(self, v: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         scale, shift = self.film(pooled_prompt(prompt).to(v.dtype)).chunk(2, dim=-1)
