@@ -249,10 +249,16 @@ def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, v
 def test_takes_count_against_their_visitor_and_answers_name_no_server_path(studio, visitors):
     first, second, loop = visitors
     take = f"{studio.url}/api/sessions/{second.session_id}/take"
+    mark = len(second.messages)
     started = httpx.post(take, json={"action": "start"}, headers=second.auth, timeout=60).json()
     assert started["path"] == f"takes/{started['take_id']}"
+    # frames in the take before it stops: a take of no frames is not offered as a source, and on a loaded
+    # machine a stop right after the start could land before the first frame
+    loop.run(second.wait_until(lambda: any(m.get("type") == "status" and m.get("take", {}).get("frames", 0) >= 3
+                                           for m in second.messages[mark:]), 120, "3 frames in the take"))
     assert httpx.post(take, json={"action": "stop"}, headers=second.auth, timeout=60).status_code == 200
-    loop.run(second.wait_message("take", state="stopped", timeout=120))
+    stopped = loop.run(second.wait_message("take", state="stopped", timeout=120))
+    assert stopped["frames"] > 0, stopped
     source = f"take:{started['take_id']}"
     shown = lambda who: source in {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who).json()}
     assert shown(second.auth) and not shown(first.auth) and shown(AS_ADMIN)

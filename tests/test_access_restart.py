@@ -36,8 +36,11 @@ def record_upload_and_take(studio, loop) -> tuple[str, str]:
         put = httpx.put(f"{studio.url}/api/ui/uploads/lap.npy", content=npy_bytes(), headers=owner.auth, timeout=60)
         assert put.status_code == 200, put.text
         take = f"{studio.url}/api/sessions/{owner.session_id}/take"
+        mark = len(owner.messages)
         started = httpx.post(take, json={"action": "start"}, headers=owner.auth, timeout=60).json()
-        loop.run(owner.wait_frames(len(owner.frames) + 3))
+        # frames in the take, not only on the screen (frames already on their way when it started are not in it)
+        loop.run(owner.wait_until(lambda: any(m.get("type") == "status" and m.get("take", {}).get("frames", 0) >= 3
+                                              for m in owner.messages[mark:]), 120, "3 frames in the take"))
         assert httpx.post(take, json={"action": "stop"}, headers=owner.auth, timeout=60).status_code == 200
         loop.run(owner.wait_message("take", state="stopped", timeout=120))
         return owner.owner_key, started["take_id"]
