@@ -262,6 +262,10 @@ def test_train_refiner_on_recordings_the_transformer_never_saw(tmp_path, capsys)
         assert cli("train", train, *common, "--refiner-on", *bad, "-o", tmp_path / "x") == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0] and "--refiner-on" in err[0], err
+    without = [a for a in common if a != "--refiner"]
+    assert cli("train", train, *without, "--refiner-on", spare, "-o", tmp_path / "y") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "need --refiner" in err[0] and "--refiner-on" in err[0], err
 
 
 def test_codec_clips_with_styles_are_each_in_one_drawn_style():
