@@ -17,7 +17,7 @@ from prompt_presets import matching
 from studio import __version__
 from studio.server import feed_routes, ice, routes, whep_routes
 from studio.server.access import QuotaFull, Visitors
-from studio.server.allocator import map_large_blocks
+from studio.server.allocator import limit_arenas
 from studio.server.audience import AudienceFull
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
@@ -36,7 +36,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     started (cluster.pool.WorkerPool; `serve --cluster` starts them first, so a bad address is one line);
     else `settings.cluster` starts them with the app."""
     settings = settings or Settings()
-    map_large_blocks()   # sessions' frames go back to the system when they are freed (issue 29)
+    limit_arenas()   # what a session frees serves the next one's frames, in two shared heaps (issue 29)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
