@@ -59,13 +59,15 @@ def _frame(i: int) -> OutgoingFrame:
     return OutgoingFrame(i, av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), np.uint8), format="rgb24"), 0.0)
 
 
-@pytest.mark.parametrize("render_s, due_at_depth", [(0.05, 1), (0.11, 3), (0.02, 0)])
-def test_a_chunk_starts_when_the_frames_waiting_go_out_while_it_renders(render_s, due_at_depth):
-    """4-frame chunks at 30 fps (a frame leaves every 33 ms): a chunk that renders in `render_s` starts once at
-    most render_s / 33 ms frames wait; rendering earlier would only make its frames wait behind them."""
+@pytest.mark.parametrize("render_s, first_s, due_at_depth",
+                         [(0.05, None, 1), (0.11, None, 3), (0.02, None, 0), (0.11, 0.05, 1), (0.11, 0.08, 2)])
+def test_a_chunk_starts_when_the_frames_waiting_go_out_while_it_renders(render_s, first_s, due_at_depth):
+    """4-frame chunks at 30 fps (a frame leaves every 33 ms): a chunk whose first frame is ready `first_s` after
+    it starts (a chunk handed over whole: render_s) starts once at most first_s / 33 ms frames wait; rendering
+    earlier would only make its frames wait behind them."""
     async def run():
         buffer = FrameBuffer(4, asyncio.get_running_loop(), send_period=1 / 30)
-        buffer.note_production(4, render_s)
+        buffer.note_production(4, render_s, first_s)
         for i in range(4):
             assert buffer.put(_frame(i), timeout=0)
         depths = []

@@ -95,8 +95,9 @@ def test_the_session_hands_the_refiner_its_own_chunks_gbuffer_frame_for_frame(pi
     with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
         out = np.concatenate([session.render(frames[i:i + n], cond[i:i + n]).rgb for i in range(0, len(frames), n)])
     with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
-        streamed = np.concatenate([r.rgb for i in range(0, len(frames), n)
-                                   for r in session.render_stream(frames[i:i + n], cond[i:i + n])])
+        parts = [r.rgb for i in range(0, len(frames), n) for r in session.render_stream(frames[i:i + n], cond[i:i + n])]
+    assert [len(p) for p in parts] == [1] * len(frames)                     # each frame leaves once it is refined
+    streamed = np.concatenate(parts)
     albedo = np.stack([f.data[0] for f in frames])
     assert out.shape == albedo.shape
     assert np.abs(out.astype(int) - albedo).max() <= 1                      # rounding only

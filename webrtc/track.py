@@ -59,11 +59,18 @@ class FrameBuffer:
         # seconds per frame the producer achieves (moving average); the track never paces faster, so a slow
         # renderer gives an even, lower rate instead of chunk-sized bursts
         self.production_period = 0.0
+        # seconds from a chunk's start to its first frame (moving average): a streaming renderer's first frames
+        # are ready before its chunk is done, and the next chunk need start only that long before the frames
+        # waiting have gone
+        self.first_frame_lead = 0.0
 
-    def note_production(self, frames: int, seconds: float) -> None:
+    def note_production(self, frames: int, seconds: float, first_seconds: float | None = None) -> None:
+        """A chunk of `frames` took `seconds` to render, its first frame ready after `first_seconds` (a renderer
+        that hands its chunk over whole: None, the same)."""
         per_frame = seconds / max(1, frames)
-        self.production_period = per_frame if not self.production_period else \
-            0.7 * self.production_period + 0.3 * per_frame
+        lead = seconds if first_seconds is None else min(first_seconds, seconds)
+        self.production_period = _average(self.production_period, per_frame)
+        self.first_frame_lead = _average(self.first_frame_lead, lead)
 
     def put(self, item: OutgoingFrame, timeout: float | None = None) -> bool:
         """Block (worker thread) until there is room; False if closed or timed out."""
@@ -103,12 +110,13 @@ class FrameBuffer:
 
     def wait_to_render(self, frames: int, timeout: float) -> bool:
         """Block (worker thread) until a chunk of `frames` started now is due: when the frames still waiting
-        will have gone out by the time it is rendered (at the measured production rate), so its frames do not
-        wait behind them and it renders from input that is as fresh as it can be. One frame: wait_for_room.
+        will have gone out by the time its first frame is ready (at the measured lead), so its frames do not
+        wait behind them and it renders from input that is as fresh as it can be; its later frames are ready
+        before their turn as long as the renderer keeps the stream's rate. One frame: wait_for_room.
         False if closed or timed out."""
         def due() -> bool:
             period = max(self.send_period, self.production_period)
-            return self.closed or (len(self._items) * period <= frames * self.production_period
+            return self.closed or (len(self._items) * period <= self.first_frame_lead
                                    and len(self._items) < self.capacity)
         with self._cond:
             return self._cond.wait_for(due, timeout) and not self.closed
@@ -140,6 +148,11 @@ class FrameBuffer:
             self._loop.call_soon_threadsafe(self._ready.set)
         except RuntimeError:  # loop already closed
             pass
+
+
+def _average(mean: float, value: float) -> float:
+    """The hand-over's moving average (0 until the first value)."""
+    return value if not mean else 0.7 * mean + 0.3 * value
 
 
 class RateMeter:

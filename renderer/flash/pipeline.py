@@ -165,8 +165,14 @@ class FlashPipeline:
         `prompt` (B, L, D), the refiner adds the detail the latent lost; without `gbuffer` the decoder's frames."""
         frames = self.decoder(latents.to(self.dtype), stream)
         if self.refiner is not None and gbuffer is not None:
-            if prompt is None:
-                raise RendererError("the G-buffer refiner needs the chunk's prompt embedding")
-            frames = self.refiner.refine_frames(frames, gbuffer.to(self.device, self.dtype),
-                                                prompt.to(self.device, self.dtype))
+            frames = self.refine(frames, gbuffer, prompt)
         return frames.float()
+
+    def refine(self, frames: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
+        """Decoded frames (B, T, 3, H, W) → refined (B, T, 3, H, W), each from its own G-buffer frame (gbuffer
+        (B, >= T, 5, 3, H, W) in [0, 1]) and the prompt (B, L, D); frame by frame independent, so a live session
+        may refine a latent frame's frames one at a time and send each as soon as it is refined."""
+        if prompt is None:
+            raise RendererError("the G-buffer refiner needs the chunk's prompt embedding")
+        return self.refiner.refine_frames(frames.to(self.dtype), gbuffer.to(self.device, self.dtype),
+                                          prompt.to(self.device, self.dtype)).float()

@@ -121,7 +121,9 @@ class FlashSession(RenderSession):
     def render_stream(self, frames: Sequence[GBufferFrame],
                       conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
         """As render(), but the frames of each latent frame leave as soon as it is decoded (the decoder streams
-        latent by latent exactly as it decodes a chunk, decoder.py)."""
+        latent by latent exactly as it decodes a chunk, decoder.py); with a G-buffer refiner each frame leaves as
+        soon as it is refined, so the first goes out a refiner pass after the decode, not four (the later ones
+        are refined while the earlier ones are paced out)."""
         chunk = self.prepare(frames, conditioning)
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
@@ -132,14 +134,29 @@ class FlashSession(RenderSession):
         left = chunk.frames
         for j in range(latent.shape[2]):
             with torch.inference_mode():
-                rgb = pipe.decode(latent[:, :, j:j + 1], self.memory, chunk.gbuffer[:, TEMPORAL_SCALE * j:],
-                                  chunk.prompt)[0, :left]
+                decoded = pipe.decode(latent[:, :, j:j + 1], self.memory)[:, :left]   # the decoder's own frames
             timer.lap("decode")
-            left -= len(rgb)
-            self.frames_rendered += len(rgb)
-            if len(rgb):
-                yield self._result(rgb, timer)
+            first = TEMPORAL_SCALE * j
+            for part in self._parts(decoded):
+                if pipe.refiner is not None:
+                    with torch.inference_mode():
+                        part = pipe.refine(part, chunk.gbuffer[:, first:first + part.shape[1]], chunk.prompt)
+                    timer.lap("refine")
+                first += part.shape[1]
+                left -= part.shape[1]
+                self.frames_rendered += part.shape[1]
+                yield self._result(part[0], timer)
                 timer.resume()
+
+    def _parts(self, decoded: torch.Tensor) -> Iterator[torch.Tensor]:
+        """A latent frame's decoded frames (1, n, 3, H, W) as they leave: one by one where each still has a
+        refiner pass to go, all together where they are final already."""
+        if self.pipeline.refiner is None:
+            if decoded.shape[1]:
+                yield decoded
+            return
+        for k in range(decoded.shape[1]):
+            yield decoded[:, k:k + 1]
 
     def finish(self, chunk: "PreparedChunk", latent: torch.Tensor) -> RenderResult:
         pipe, timer = self.pipeline, chunk.timer

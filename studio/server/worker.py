@@ -115,8 +115,8 @@ class SessionWorker:
                 if self.loop_playback and self._at_end():
                     self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
                 if count:
-                    rendered_s = self._hand_over_parts(parts, t0, wall0)
-                    self.buffer.note_production(count, rendered_s)
+                    rendered_s, first_s = self._hand_over_parts(parts, t0, wall0)
+                    self.buffer.note_production(count, rendered_s, first_s)
                     if self.observer is not None:
                         self.observer.chunk_rendered(rendered_s)
                     continue
@@ -187,15 +187,18 @@ class SessionWorker:
 
     def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> float:
         """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
-        it is decoded); → the seconds spent rendering, not waiting for the hand-over. After a seek the rest of
-        the chunk is stale: still rendered (so the session's state stays whole), not handed over."""
-        seeks, render_s = self._seeks, 0.0
+        it is decoded); → (the seconds spent rendering, not waiting for the hand-over; those until the first part
+        was ready). After a seek the rest of the chunk is stale: still rendered (so the session's state stays
+        whole), not handed over."""
+        seeks, render_s, first_s = self._seeks, 0.0, None
         while True:
             t = time.perf_counter()
             part = next(parts, None)
             render_s += time.perf_counter() - t
+            if first_s is None:
+                first_s = render_s
             if part is None:
-                return render_s
+                return render_s, first_s
             if self._seeks == seeks and not self._stop:
                 self._hand_over(part, rendered_at, rendered_wall)
 
