@@ -7,7 +7,9 @@ them all up, waits until `/api/health` says `sessions: 0`, and then reads the se
 own (the viewers' decoders live in this process).
 
 Goal: after the first `--settle` rounds (allocator pools and caches fill), RSS grows by at most 5 % over the
-remaining rounds, and per-stream FPS in the last round is within 10 % of the first.
+remaining rounds, and per-stream FPS in the last round is within 10 % of the first. The first round starts once
+the server's start-up work is over (`/api/health`: `ready`, `text_matching_ready`), so it is a round of
+sessions like the last, not one that shares the cores with loading the free-text matcher.
 
 How FPS is measured, so that it says whether the sessions degrade and not how busy the machine was at that
 moment: each stream's frames are counted per whole second of its steady part only — from `--warmup` s after
@@ -132,8 +134,24 @@ async def one_round(url: str, pid: int, args: argparse.Namespace, path: str,
         await asyncio.gather(*(v.close() for v in viewers))
 
 
+async def started(url: str, timeout: float = 300.0) -> float:
+    """Wait until the server's start-up work is over (its warm-up and the free-text matcher's, /api/health), so
+    the first round measures sessions, not the start-up beside them; → the seconds waited."""
+    t0 = time.monotonic()
+    async with httpx.AsyncClient(timeout=30) as http:
+        while True:
+            health = (await http.get(f"{url}/api/health")).json()
+            if health["ready"] and health.get("text_matching_ready") in (True, None):
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"the server's start-up work was not over after {timeout:g} s")
+            await asyncio.sleep(0.25)
+
+
 async def soak(url: str, pid: int, args: argparse.Namespace) -> list[dict]:
-    rows = [{"round": 0, "path": "start", **proc_status(pid), **await worker_status(url)}]
+    waited = await started(url)
+    rows = [{"round": 0, "path": "start", **proc_status(pid), **await worker_status(url),
+             "start_up_s": round(waited, 1)}]
     print(json.dumps(rows[0]), file=sys.stderr)
     plan = ["plain"] * args.rounds + [p for p in args.then.split(",") if p]
     for n, path in enumerate(plan, 1):

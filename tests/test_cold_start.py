@@ -8,10 +8,12 @@ import logging
 
 import httpx
 import numpy as np
+import pytest
 
 from gbuffer.engine import meshes
 from gbuffer.engine.source import EngineSource
 from gbuffer.feed import FeedHub, FeedLimits
+from prompt_presets.matching import matching_ready
 from helpers.browser import wait_until
 from helpers.loop import LoopThread
 from helpers.watch import start_owner
@@ -74,3 +76,17 @@ def test_once_ready_the_first_session_compiles_no_program_and_builds_no_world(mo
         assert built == []
         if programs is not None:
             assert set(renderer.shader._programs) == programs
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_health_says_when_free_text_matching_is_warm(warm):
+    """A soak or a load balancer waits on it: null when the server does not warm the matcher up, else false until
+    the background warm-up is over and true after."""
+    with BackgroundServer(Settings(port=0, max_sessions=1, width=96, height=64, warm_text_matching=warm)) as studio:
+        health = lambda: httpx.get(f"{studio.url}/api/health", timeout=30).json()
+        if not warm:
+            assert health()["text_matching_ready"] is None
+        else:
+            assert health()["text_matching_ready"] in (False, True)
+            wait_until(lambda: health()["text_matching_ready"] is True, 300, "the matcher's warm-up")
+            assert matching_ready()

@@ -69,6 +69,9 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
     ready: bool = Field(True, description="the start-up warm-up is over: a session now starts without waiting for "
                         "the default renderer, its GL setup or the encoder (SessionPlanner.warm_up)")
+    text_matching_ready: bool | None = Field(None, description="free text is matched to presets without loading "
+                                             "anything (the matcher's background warm-up is over); null when the "
+                                             "server does not warm it up")
     version: str
     sessions: int
     max_sessions: int

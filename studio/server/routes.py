@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
 from prompt_presets import preset_names
+from prompt_presets.matching import matching_ready
 from renderer import RENDERERS
 from studio import __version__
 from studio.schedule import Schedule
@@ -85,7 +86,9 @@ async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep) ->
         hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)]
         workers = [{**w, "session_ids": [sid for sid, host in hosted if host == w["name"]]}
                    for w in manager.pool.describe()]
-    return Health(ready=manager.planner.warmed.is_set(), version=__version__, sessions=len(live_sessions(manager)),
+    return Health(ready=manager.planner.warmed.is_set(),
+                  text_matching_ready=matching_ready() if settings.warm_text_matching else None,
+                  version=__version__, sessions=len(live_sessions(manager)),
                   max_sessions=settings.max_sessions,
                   renderer=settings.renderer, renderers=list(RENDERERS), feeds=feeds.names(),
                   renderer_info=loaded.describe() if loaded is not None else None,
