@@ -19,6 +19,7 @@ sent it (its clock) to the expected display time of the first picture whose fram
 
     python -m bench.browser_latency_bench --size 416x224 --seconds 10 --playout now,browser,now,browser
     python -m bench.browser_latency_bench --size 416x224 --seconds 10 --drive 20
+    python -m bench.browser_latency_bench --renderer flash --weights NANO_DIR --size 160x96   # the neural path
 """
 
 from __future__ import annotations
@@ -107,8 +108,10 @@ def main() -> int:
     ap.add_argument("--playout", default="now",
                         help="comma list: now (jitterBufferTarget 0, the page's default), browser (Chromium's own)")
     ap.add_argument("--drive", type=int, default=0, metavar="N", help="also N key presses: input → photon")
+    ap.add_argument("--renderer", default="reference", help="the server's --renderer (flash needs --weights)")
+    ap.add_argument("--weights", help="the server's --weights: a flash weights directory")
     args = ap.parse_args()
-    with studio(2, "reference") as st:
+    with studio(2, args.renderer, ["--weights", args.weights] if args.weights else []) as st:
         result = [measure(st.url, args.size, p, args.warmup, args.seconds, args.drive) for p in args.playout.split(",")]
     for row in result:
         print(json.dumps(row))
