@@ -176,8 +176,10 @@ def run(args) -> int:
 
     from gbuffer.feed.protocol import FeedLimits, max_message_bytes
     from studio.server import create_app
+    from studio.server.allocator import limit_arenas
     from studio.ui import mount_ui
 
+    limit_arenas()     # before any thread of the server's (Ray's included) has picked an arena of its own
     settings = settings_from_args(args)     # an unknown renderer is one line there (its RendererSpec)
     if (warning := expose_warning(settings)) is not None:
         print(warning, file=sys.stderr)

@@ -9,7 +9,8 @@ heap gives memory back only from its top: the server grew by about 30 MB per con
 
 Two settings end that (measured one by one in RELIABILITY.md, "Sessions in groups"):
 - at most ARENAS arenas for the whole process, instead of glibc's 8 per core: the threads share two heaps, so
-  what one session frees is reused by the next session's frames instead of sitting in an arena of its own;
+  what one session frees is reused by the next session's frames instead of sitting in an arena of its own. Set
+  first thing in `serve`, before any thread (Ray's among them) has picked an arena, and again by create_app;
 - once a session has ended, a collection of its garbage and `malloc_trim(0)`: the blocks it freed (frames, codec
   state, packets, Python objects) leave holes in the heaps, which glibc returns only from a heap's top; trimming
   hands every free page of every arena back (madvise), so the next group of sessions starts from the same

@@ -185,7 +185,7 @@ class SessionWorker:
 
     # ---- the hand-over -----------------------------------------------------------------------------------
 
-    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> float:
+    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> tuple[float, float]:
         """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
         it is decoded); → (the seconds spent rendering, not waiting for the hand-over; those until the first part
         was ready). After a seek the rest of the chunk is stale: still rendered (so the session's state stays
