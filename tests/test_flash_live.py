@@ -72,7 +72,7 @@ def test_a_chunk_starts_when_the_frames_waiting_go_out_while_it_renders(render_s
             assert buffer.put(_frame(i), timeout=0)
         depths = []
         while True:
-            if buffer.wait_to_render(4, timeout=0):
+            if buffer.wait_to_render(timeout=0):
                 return buffer.queued, depths
             depths.append(buffer.queued)
             await buffer.get()
@@ -86,9 +86,9 @@ def test_a_renderer_slower_than_the_stream_starts_as_soon_as_there_is_room():
         buffer.note_production(4, 0.4)                  # 100 ms a frame: the track paces at the renderer's rate
         for i in range(4):
             buffer.put(_frame(i), timeout=0)
-        full = buffer.wait_to_render(4, timeout=0)
+        full = buffer.wait_to_render(timeout=0)
         await buffer.get()
-        return full, buffer.wait_to_render(4, timeout=0)
+        return full, buffer.wait_to_render(timeout=0)
     assert asyncio.run(run()) == (False, True)
 
 

@@ -429,7 +429,8 @@ class Trainer:
         trained on (and decodes better than any new frame) it would lean on it too far for new frames."""
         if not self.refiner_recordings:
             return self.data.recordings
-        return [load_recording(p, self.s.width, self.s.height, prompt_for(Path(p), read_prompt_file(self.s.prompts)))
+        prompts = read_prompt_file(self.s.prompts)
+        return [load_recording(p, self.s.width, self.s.height, prompt_for(Path(p), prompts))
                 for p in self.refiner_recordings]
 
     def refiner_looks(self, recs: list) -> list[Look]:

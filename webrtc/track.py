@@ -108,8 +108,8 @@ class FrameBuffer:
             return self._cond.wait_for(lambda: self.closed or len(self._items) < self.capacity, timeout) \
                 and not self.closed
 
-    def wait_to_render(self, frames: int, timeout: float) -> bool:
-        """Block (worker thread) until a chunk of `frames` started now is due: when the frames still waiting
+    def wait_to_render(self, timeout: float) -> bool:
+        """Block (worker thread) until a chunk started now is due: when the frames still waiting
         will have gone out by the time its first frame is ready (at the measured lead), so its frames do not
         wait behind them and it renders from input that is as fresh as it can be; its later frames are ready
         before their turn as long as the renderer keeps the stream's rate. One frame: wait_for_room.

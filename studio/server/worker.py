@@ -106,7 +106,7 @@ class SessionWorker:
                 if self.timeline.advance(self.rollout.frame_index):
                     self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
                                                         reason="next pass of the loop"))
-                if self.sink is None and not self.buffer.wait_to_render(self.rollout.session.chunk_size, 0.05):
+                if self.sink is None and not self.buffer.wait_to_render(0.05):
                     continue   # render just in time: once the frames waiting go out as it renders (commands apply)
                 if self.sink is not None and not self._engine_frame_ready():
                     continue   # an engine's session waits for its next frame here, where commands still apply
