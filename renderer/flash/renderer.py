@@ -14,7 +14,7 @@ from renderer.device import pick_device
 from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
-from renderer.flash.serving import reuse_history_patches
+from renderer.flash.serving import codec_channels_last, reuse_history_patches
 from renderer.flash.session import FlashSession
 from renderer.flash.settings import FlashSettings
 from renderer.flash.text import UMT5PromptEncoder
@@ -76,6 +76,8 @@ class FlashRenderer(Renderer):
         pipe.sampler = FewStepSampler.from_config(cfg)
         pipe.gbuffer_encoder.input_range = cfg.gbuffer_input_range
         reuse_history_patches(pipe.transformer)
+        if pipe.device.type == "cpu":
+            codec_channels_last(pipe.gbuffer_encoder, pipe.decoder, pipe.refiner)
         self.chunk_size = opts.chunk_size or cfg.chunk_frames
         self.recache_on_switch = opts.recache_on_switch
         self.weights = str(weights) if weights is not None else None
