@@ -1,5 +1,6 @@
 """What one live flash chunk costs the render worker: wall and CPU milliseconds per chunk as a live session renders
-it (`render_stream`, one torch thread), medians over the chunks after a warm-up. On a shared, loaded machine the
+it (`render_stream`, one torch thread), and its first frame's lead (from the chunk's start to its first frame
+handed over: what glass-to-glass waits on), medians over the chunks after a warm-up. On a shared, loaded machine the
 worker thread's CPU time is the steadier figure; glass-to-glass itself is bench/webrtc_bench.py's.
 
     python -m bench.flash_live_bench --weights NANO_DIR [--chunk-sizes 4,8] [--size 160x96] [--frames 96]
@@ -23,17 +24,19 @@ def chunk_costs(weights: str, chunk: int, width: int, height: int, frames: int, 
     renderer = create_renderer("flash", weights=weights, device="cpu", chunk_size=chunk)
     gbuffer = synthetic_frames(frames, width, height)
     prompt = [Conditioning.single(get_preset("cyberpunk").prompt)] * chunk
-    wall, cpu = [], []
+    wall, cpu, first = [], [], []
     with renderer.open_session(width, height, seed=0) as session:
         for k, start in enumerate(range(0, frames - chunk + 1, chunk)):
             w, c = time.perf_counter(), time.thread_time()
+            lead = None
             for _ in session.render_stream(gbuffer[start:start + chunk], prompt):
-                pass
+                lead = lead or (time.perf_counter() - w) * 1e3
             if k >= warmup:
                 wall.append((time.perf_counter() - w) * 1e3)
                 cpu.append((time.thread_time() - c) * 1e3)
+                first.append(lead)
     return {"chunk_size": chunk, "chunks_timed": len(wall), "wall_ms": round(statistics.median(wall), 1),
-            "cpu_ms": round(statistics.median(cpu), 1)}
+            "cpu_ms": round(statistics.median(cpu), 1), "first_frame_ms": round(statistics.median(first), 1)}
 
 
 def main() -> None:

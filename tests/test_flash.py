@@ -241,16 +241,16 @@ def test_bad_chunks_and_settings_are_clear_errors(renderer):
         create_renderer("flash", config="huge")
 
 
-def test_a_chunk_streams_out_latent_by_latent_with_the_same_frames(renderer):
-    """render_stream hands each latent frame's 4 frames over as soon as they are decoded (a live session sends
-    them before the chunk's last ones exist); together they are the chunk render() gives."""
+def test_a_chunk_streams_out_frame_by_frame_with_the_same_frames(renderer):
+    """render_stream hands each frame over as soon as it is decoded (a live session sends it before the chunk's
+    later ones exist); together they are the chunk render() gives."""
     cond = conds(RED, 8)
     with renderer.open_session(64, 32, seed=5) as whole, renderer.open_session(64, 32, seed=5) as streamed:
         for k in range(3):
             chunk = make_frames(8, start=8 * k, seed=k)
             expected = whole.render(chunk, cond).rgb
             parts = [p.rgb for p in streamed.render_stream(chunk, cond)]
-            assert [len(p) for p in parts] == [4, 4]
+            assert [len(p) for p in parts] == [1] * 8
             assert np.abs(np.concatenate(parts).astype(np.int16) - expected.astype(np.int16)).max() <= 1, k
         tail = list(streamed.render_stream(make_frames(5, start=24), conds(RED, 5)))   # a short last chunk
-        assert [len(p.rgb) for p in tail] == [4, 1]
+        assert [len(p.rgb) for p in tail] == [1] * 5

@@ -13,7 +13,6 @@ from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from prompt_presets.conditioning import Conditioning
 from prompt_presets.presets import get_preset
 from renderer import create_renderer
-from renderer.flash.serving import HISTORY_PATCHIFIERS, LastCall, patchify_as_matmul
 from webrtc.track import FrameBuffer, OutgoingFrame
 
 POLAR, VOLCANO = get_preset("polar").prompt, get_preset("volcano").prompt
@@ -27,32 +26,157 @@ def rollout(renderer, prompts: list[str], chunk: int = 4) -> np.ndarray:
     return np.concatenate(out)
 
 
-def test_history_patches_are_reused_across_the_steps_of_a_chunk_with_the_same_frames():
+def test_a_served_renderer_shares_each_chunks_steps_and_renders_the_librarys_frames():
+    """ChunkSteps (what a chunk's steps share computed once), the depth-first decoder and the pixel-major
+    refiner, over a rollout whose history and prompt change between chunks: the frames of the library's forward
+    and layout, a level of rounding here and there."""
     fast = create_renderer("flash", config="tiny", chunk_size=4)
-    calls = {name: fast.pipeline.transformer.get_submodule(name).forward for name in HISTORY_PATCHIFIERS}
-    assert all(isinstance(c, LastCall) for c in calls.values())
     plain = create_renderer("flash", config="tiny", chunk_size=4)
-    for name in HISTORY_PATCHIFIERS:                   # the library's own forward, computing at every step
-        del plain.pipeline.transformer.get_submodule(name).forward
-    prompts = [POLAR, POLAR, VOLCANO, VOLCANO, POLAR, VOLCANO]     # history and prompt change between chunks
-    fast_frames, plain_frames = rollout(fast, prompts), rollout(plain, prompts)
-    # the long tier's matrix product rounds differently from oneDNN's convolution: a level here and there
-    difference = np.abs(fast_frames.astype(int) - plain_frames)
+    assert fast.pipeline.shared_steps
+    plain.pipeline.shared_steps = False
+    prompts = [POLAR, POLAR, VOLCANO, VOLCANO, POLAR, VOLCANO]
+    difference = np.abs(rollout(fast, prompts).astype(int) - rollout(plain, prompts))
     assert difference.max() <= 1 and (difference > 0).mean() < 0.01
-    steps = fast.pipeline.sampler.num_steps
-    # steps after the first reuse the patches of the history; the short tier changes from chunk to chunk (the
-    # long one stays zeros over the first chunks, and is reused across them too)
-    assert calls["patch_short"].hits == len(prompts) * (steps - 1)
-    assert calls["patch_long"].hits > len(prompts) * (steps - 1)
 
 
-def test_the_long_patchifier_as_a_matrix_product_equals_the_convolution():
+def _chunk_inputs(pipe, batch: int, seed: int = 0):
+    """A chunk's inputs with a history that is not zeros: random latents pushed (rows differ)."""
+    from renderer.flash.batch import stack_history
+    from renderer.flash.history import LatentHistory
+
+    g = torch.Generator().manual_seed(seed)
+    cfg, (h, w) = pipe.config, (4, 6)
+    rows = []
+    for _ in range(batch):
+        history = LatentHistory(cfg.history_sizes, cfg.in_channels, h, w, pipe.device, pipe.dtype)
+        for _ in range(sum(cfg.history_sizes) - 1):
+            history.push(torch.randn(1, 16, 1, h, w, generator=g), torch.randn(1, 80, 1, h, w, generator=g))
+        rows.append(history.inputs(2))
+    return (torch.randn(batch, 16, 2, h, w, generator=g), torch.randn(batch, 80, 2, h, w, generator=g),
+            torch.randn(batch, cfg.text_len, cfg.text_dim, generator=g), stack_history(rows))
+
+
+@pytest.mark.parametrize("variant", ["sink", "no sink", "mean flow", "amplified history", "bf16"])
+def test_a_chunks_shared_steps_give_the_velocity_of_the_librarys_forward(variant):
+    import dataclasses
+
+    from renderer.flash.chunk_steps import supports
+    from renderer.flash.config import get_config
+    from renderer.flash.pipeline import FlashPipeline
+
+    cfg = get_config("tiny")
+    if variant == "mean flow":
+        cfg = dataclasses.replace(cfg, interval_embedding=True)
+    if variant == "amplified history":
+        cfg = dataclasses.replace(cfg, helios={"is_amplify_history": True})
+    pipe = FlashPipeline.random(cfg, 0, None, "cpu", torch.bfloat16 if variant == "bf16" else None)
+    if variant == "no sink":
+        pipe.transformer.text_sink = None
+        for block in pipe.transformer.blocks:
+            block._forward_pre_hooks.clear()
+    if variant == "amplified history":                # away from the initial scale, so a missing one shows
+        for block in pipe.transformer.blocks:
+            block.attn1.history_key_scale.data.uniform_(-2, 2)
+    assert supports(pipe.transformer)
+    noisy, gbuffer, prompt, history = _chunk_inputs(pipe, batch=2)
+    end = 0.3 if variant == "mean flow" else None
+    with torch.inference_mode():
+        library = pipe.chunk_velocity(gbuffer, prompt, history)
+        pipe.shared_steps = True
+        shared = pipe.chunk_velocity(gbuffer, prompt, history)
+        for sigma in (1.0, 0.6):                      # one chunk's steps: the shared parts reused
+            expected = library(noisy, sigma, end)
+            got = shared(noisy, sigma, end)
+            if variant == "bf16":                     # bf16 rounds differently op by op: about one unit in the last place
+                torch.testing.assert_close(got, expected, atol=0.05, rtol=0.02)
+            else:
+                torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
+            noisy = noisy * 0.5
+
+
+def test_a_helios_layout_chunk_steps_do_not_cover_runs_the_librarys_forward():
+    import dataclasses
+
+    from renderer.flash.config import get_config
+    from renderer.flash.pipeline import FlashPipeline
+
+    pipe = FlashPipeline.random(dataclasses.replace(get_config("tiny"), helios={"guidance_cross_attn": False}))
+    from renderer.flash.serving import share_chunk_steps
+    assert not share_chunk_steps(pipe) and not pipe.shared_steps
+    noisy, gbuffer, prompt, history = _chunk_inputs(pipe, batch=1)
+    with torch.inference_mode():
+        v = pipe.chunk_velocity(gbuffer, prompt, history)(noisy, 1.0, None)
+        torch.testing.assert_close(v, pipe.velocity(noisy, 1.0, gbuffer, prompt, history), atol=0, rtol=0)
+
+
+def test_patchify_as_a_matrix_product_equals_the_convolution():
+    from renderer.flash.chunk_steps import patchify
+
     conv = create_renderer("flash", config="tiny").pipeline.transformer.patch_long
     x = torch.randn(2, conv.in_channels, 5, 19, 27, generator=torch.Generator().manual_seed(0))  # remainders
     with torch.inference_mode():                                  # that fill no whole patch are dropped
         # each output sums 24,576 products: the two summation orders differ by ~1e-5 on AVX2 machines
-        torch.testing.assert_close(patchify_as_matmul(conv)(x), torch.nn.Conv3d.forward(conv, x),
+        torch.testing.assert_close(patchify(x, conv.weight, conv.bias), torch.nn.Conv3d.forward(conv, x),
                                    atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("trim", [False, True])
+def test_the_decoder_hands_over_frame_by_frame_what_it_decodes_whole(trim):
+    """TinyDecoder.frames: frame for frame what forward gives over a stream (its memory after each latent the
+    same), start-up frames trimmed alike; and depth first: the first frame leaves having run the full-size
+    layers on one frame only."""
+    from renderer.flash.decoder import DecoderStream, TinyDecoder
+
+    torch.manual_seed(0)
+    decoder = TinyDecoder((32, 16, 8, 8)).eval().to(memory_format=torch.channels_last)
+    latents = torch.randn(2, 16, 3, 4, 6)
+    whole, framed = DecoderStream(trim), DecoderStream(trim)
+    last = decoder.decoder[-1]
+    calls = []
+    handle = last.register_forward_hook(lambda _m, args, _out: calls.append(args[0].shape[0]))
+    with torch.inference_mode():
+        for j in range(latents.shape[2]):
+            latent = latents[:, :, j:j + 1]
+            expected = decoder(latent, whole)
+            calls.clear()
+            frames = decoder.frames(latent, framed)
+            first = next(frames, None)
+            assert calls == [2] if j or not trim else len(calls) == 4   # 2 streams' frame at once; trimmed: 3 more
+            got = torch.cat(([first] if first is not None else []) + list(frames), dim=1)
+            assert got.shape == expected.shape
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+            assert whole.last.keys() == framed.last.keys()
+            for key in whole.last:
+                torch.testing.assert_close(framed.last[key], whole.last[key], atol=1e-5, rtol=1e-5)
+    handle.remove()
+    with pytest.raises(ValueError, match="one latent frame at a time"):
+        next(decoder.frames(latents, DecoderStream()))
+
+
+def test_the_grouped_temporal_pool_as_a_matrix_product_equals_the_grouped_convolution():
+    from renderer.flash.gbuffer_encoder import G, GroupedTPool
+
+    torch.manual_seed(0)
+    pool = GroupedTPool(G * 4, 2)
+    x = torch.randn(6, G * 4, 5, 7)
+    nt, c, h, w = x.shape
+    regrouped = x.reshape(nt // 2, 2, G, c // G, h, w).transpose(1, 2).reshape(nt // 2, 2 * c, h, w)
+    expected = pool.conv(regrouped)               # frames of one branch side by side, its own group
+    for layout in (torch.contiguous_format, torch.channels_last):
+        torch.testing.assert_close(pool(x.contiguous(memory_format=layout)), expected, atol=1e-6, rtol=1e-6)
+
+
+def test_a_chunks_gbuffer_reaches_the_codecs_channels_last_without_a_copy():
+    from renderer.flash.session import frames_to_tensor
+
+    frames = random_frames(3, seed=1)
+    x = frames_to_tensor(frames, 64, 32)
+    assert x.shape == (1, 4, 5, 3, 32, 64)
+    expected = torch.from_numpy(np.stack([f.data for f in frames])).permute(0, 1, 4, 2, 3).float() / 255
+    torch.testing.assert_close(x[0, :3], expected, atol=0, rtol=0)
+    assert torch.equal(x[0, 3], x[0, 2])                          # padded by repeating the last frame
+    flat = x[0].flatten(1, 2)
+    assert flat.data_ptr() == x.data_ptr() and flat.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_the_served_codec_runs_channels_last_with_the_same_frames(tmp_path):

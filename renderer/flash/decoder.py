@@ -17,6 +17,8 @@ exactly what decoding the whole stream gives. Alignment (`DecoderStream(trim_sta
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import torch
 from torch import nn
 
@@ -72,6 +74,48 @@ class TinyDecoder(nn.Module):
             stream.to_trim -= trim
             x = x[:, trim:]
         return x
+
+    def frames(self, latent: torch.Tensor, stream: StreamMemory) -> Iterator[torch.Tensor]:
+        """One latent frame (B, 16, 1, h, w) → its frames (B, 1, 3, 8h, 8w) in [0, 1], one at a time, each as
+        soon as it is decoded; what `forward` gives for the latent, in order, up to float rounding, and `stream`
+        after the last frame as after `forward` (a caller that stops early leaves it part way).
+
+        Depth first: after each TGrow the frames it grew go on through the rest of the decoder one by one, so the
+        first frame leaves having run half of the last MemBlock stage and a quarter of the full-size layers. That
+        is exact: a MemBlock reads its input one frame back, which the earlier frame (or `stream`) already holds.
+        An Upsample before a TGrow runs after it instead: nearest upsampling commutes with TGrow's 1x1 convolution,
+        which then runs on a quarter of the pixels."""
+        b, c, t, h, w = latent.shape
+        if t != 1:
+            raise ValueError(f"frames() decodes one latent frame at a time, got {t}")
+        for frame in self._depth_first(latent.reshape(b, c, h, w), 0, stream):
+            if getattr(stream, "to_trim", 0):
+                stream.to_trim -= 1
+                continue
+            yield frame.clamp(0, 1).unsqueeze(1)
+
+    def _depth_first(self, x: torch.Tensor, start: int, stream: StreamMemory) -> Iterator[torch.Tensor]:
+        """x (B, C, H, W), one frame of each of B streams, from layer `start` on."""
+        layers = self.decoder
+        i = start
+        while i < len(layers):
+            block = layers[i]
+            upsample = isinstance(block, nn.Upsample) and i + 1 < len(layers) and isinstance(layers[i + 1], TGrow)
+            if upsample or isinstance(block, TGrow):
+                grow = layers[i + 1] if upsample else block
+                grown = grow.conv(x)                                     # (B, stride * C, H, W): frame k's C
+                for k in range(grow.stride):
+                    frame = grown[:, k * x.shape[1]:(k + 1) * x.shape[1]]
+                    frame = block(frame) if upsample else frame.contiguous(memory_format=layout(x))
+                    yield from self._depth_first(frame, i + (2 if upsample else 1), stream)
+                return
+            x = block(x, stream.shifted(("", i), x, x.shape[0])) if isinstance(block, MemBlock) else block(x)
+            i += 1
+        yield x
+
+
+def layout(x: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
 
 
 def fit_tgrow_weights(state: dict, decoder: nn.Sequential, prefix: str = "decoder.") -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -18,6 +18,7 @@ from prompt_presets.presets import load_presets
 from renderer.base import RendererError
 from renderer.device import pick_device
 from renderer.flash.checkpoint import KeyMap
+from renderer.flash.chunk_steps import ChunkSteps
 from renderer.flash.config import FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
@@ -67,6 +68,9 @@ class FlashPipeline:
         self.refiner = refiner.to(self.device, dtype).eval().requires_grad_(False) if refiner is not None else None
         self.prompts = prompts
         self.sampler = FewStepSampler.from_config(config)
+        # serving's choice (serving.share_chunk_steps): a chunk's steps without gradients as ChunkSteps, which
+        # computes what they share once; off, every step is the library's whole forward
+        self.shared_steps = False
 
     # ---- construction -------------------------------------------------------------------------------------
     @staticmethod
@@ -136,12 +140,23 @@ class FlashPipeline:
                  history: HistoryInputs, jump_end: float | None = None) -> torch.Tensor:
         """The transformer's velocity for the noisy RGB latent (B, 16, t, h, w) at noise level sigma; a mean-flow
         model's average velocity from sigma to `jump_end`."""
-        full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
-        timestep = self.sampler.timestep_input(full(sigma), None if jump_end is None else full(jump_end))
         hidden = torch.cat([noisy, gbuffer_latent], dim=1).to(self.dtype)
-        out = self.transformer(hidden, timestep, prompt.to(self.device, self.dtype), **history.kwargs(),
-                               return_dict=False)[0]
+        out = self.transformer(hidden, self._timestep(noisy, sigma, jump_end), prompt.to(self.device, self.dtype),
+                               **history.kwargs(), return_dict=False)[0]
         return out.float()
+
+    def chunk_velocity(self, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
+                       history: HistoryInputs) -> Callable[[torch.Tensor, float, float | None], torch.Tensor]:
+        """`velocity` for one chunk's steps: (noisy, sigma, jump_end) → velocity. With `shared_steps` and no
+        gradients, what the steps share is computed here, once (ChunkSteps)."""
+        if not self.shared_steps or torch.is_grad_enabled():
+            return lambda noisy, sigma, end: self.velocity(noisy, sigma, gbuffer_latent, prompt, history, end)
+        steps = ChunkSteps(self.transformer, gbuffer_latent.to(self.device), prompt.to(self.device), history)
+        return lambda noisy, sigma, end: steps(noisy, self._timestep(noisy, sigma, end)).float()
+
+    def _timestep(self, noisy: torch.Tensor, sigma: float, jump_end: float | None) -> torch.Tensor:
+        full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+        return self.sampler.timestep_input(full(sigma), None if jump_end is None else full(jump_end))
 
     def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
                 history: HistoryInputs, start_step: int = 0,
@@ -151,8 +166,9 @@ class FlashPipeline:
         latent (history re-cache); `fresh_noise()` feeds a re-noising sampler. Returns the clean latent, float32."""
         sigmas = self.sampler.sigmas().tolist()
         x = noise.to(self.device, torch.float32)
+        velocity = self.chunk_velocity(gbuffer_latent, prompt, history)
         for i in range(start_step, self.sampler.num_steps):
-            v = self.velocity(x, sigmas[i], gbuffer_latent, prompt, history, self.sampler.jump_end(i))
+            v = velocity(x, sigmas[i], self.sampler.jump_end(i))
             x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1], fresh_noise)
             if on_step:
                 on_step(i)
@@ -167,6 +183,12 @@ class FlashPipeline:
         if self.refiner is not None and gbuffer is not None:
             frames = self.refine(frames, gbuffer, prompt)
         return frames.float()
+
+    def decode_frames(self, latent: torch.Tensor, stream: StreamMemory) -> Iterator[torch.Tensor]:
+        """One latent frame (B, 16, 1, h, w) → the decoder's frames (B, 1, 3, H, W) in [0, 1], float32, one by one
+        as each is decoded (TinyDecoder.frames): what `decode` gives without a refiner, frame by frame."""
+        for frame in self.decoder.frames(latent.to(self.dtype), stream):
+            yield frame.float()
 
     def refine(self, frames: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
         """Decoded frames (B, T, 3, H, W) → refined (B, T, 3, H, W), each from its own G-buffer frame (gbuffer

@@ -31,8 +31,10 @@ DEFAULT_SHARPNESS = 25.0
 
 
 def pixel_inputs(decoded: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
-    """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W) → (N, 18, H, W)."""
-    return torch.cat([gbuffer.flatten(1, -3) if gbuffer.ndim == 5 else gbuffer, decoded], dim=1)
+    """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W) → (N, 18, H, W), channels-last: each
+    pixel's 18 values side by side, as the head's matrix product and the convolutions read them."""
+    gbuffer = gbuffer.flatten(1, -3) if gbuffer.ndim == 5 else gbuffer
+    return torch.cat([gbuffer.permute(0, 2, 3, 1), decoded.permute(0, 2, 3, 1)], dim=-1).permute(0, 3, 1, 2)
 
 
 def quadratic_features(v: torch.Tensor, dim: int = 1) -> torch.Tensor:
@@ -40,6 +42,11 @@ def quadratic_features(v: torch.Tensor, dim: int = 1) -> torch.Tensor:
     i, j = torch.triu_indices(v.shape[dim], v.shape[dim], device=v.device)
     one = torch.ones_like(v.narrow(dim, 0, 1))
     return torch.cat([one, v, v.index_select(dim, i) * v.index_select(dim, j)], dim=dim)
+
+
+def pixels(x: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) → (N, H, W, C): a view where x is channels-last."""
+    return x.permute(0, 2, 3, 1)
 
 
 def pooled_prompt(prompt: torch.Tensor) -> torch.Tensor:
@@ -74,28 +81,44 @@ class GBufferRefiner(nn.Module):
         return torch.softmax(self.sharpness * cos, dim=-1)
 
     def head_map(self, v: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """v (N, 18, H, W), look weights (N, S) → (N, 3, H, W): the quadratic map phi(v) @ W, evaluated as
-        c + sum_i v_i (l_i + sum_j Q_ij v_j) with Q upper-triangular, so the 190 features are never made (writing
-        N x 190 x H x W floats took half of a live 4-frame chunk's time)."""
+        """v (N, 18, H, W), look weights (N, S) → (N, 3, H, W): the quadratic map phi(v) @ W, evaluated per pixel
+        as c + sum_i v_i (l_i + sum_j Q_ij v_j) with Q upper-triangular: one matrix product for the inner sums and
+        one batched dot product, so the 190 features are never made (writing N x 190 x H x W floats took half of
+        a live 4-frame chunk's time)."""
+        return self._head_pixels(pixels(v), weights).permute(0, 3, 1, 2)
+
+    def _head_pixels(self, v: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """v (N, H, W, 18) → (N, H, W, 3)."""
         maps = torch.einsum("ns,sfc->nfc", weights, self.head).to(v.dtype)          # (N, 190, 3)
-        n, p = v.shape[:2]
+        n, p = v.shape[0], v.shape[-1]
         const, linear, pairs = maps[:, 0], maps[:, 1:1 + p], maps[:, 1 + p:]
         i, j = torch.triu_indices(p, p, device=v.device)                            # quadratic_features' order
         quad = v.new_zeros(n, p, p, 3)
         quad[:, i, j] = pairs
-        inner = torch.einsum("nijc,njhw->nichw", quad, v) + linear[..., None, None]  # (N, 18, 3, H, W)
-        return (v.unsqueeze(2) * inner).sum(1) + const[..., None, None]
+        rows = v.flatten(1, 2)                                                      # (N, HW, 18)
+        inner = torch.baddbmm(linear.transpose(1, 2).flatten(1).unsqueeze(1), rows,
+                              quad.permute(0, 2, 3, 1).flatten(2))                  # (N, HW, 3 x 18)
+        out = torch.bmm(inner.flatten(0, 1).unflatten(-1, (3, p)), rows.flatten(0, 1).unsqueeze(-1))
+        return out.view(*v.shape[:3], 3) + const[:, None, None]                    # (N, H, W, 3)
 
     def context(self, v: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
+        """v (N, 18, H, W) → (N, 3, H, W)."""
+        return self._context_pixels(v, prompt).permute(0, 3, 1, 2)
+
+    def _context_pixels(self, v: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
+        """v (N, 18, H, W) → (N, H, W, 3); the 1x1 output convolution as the matrix product it is."""
         scale, shift = self.film(pooled_prompt(prompt).to(v.dtype)).chunk(2, dim=-1)
         h = F.relu(self.context_in(v))
-        h = h * (1 + scale[..., None, None]) + shift[..., None, None]
-        return self.context_out(F.relu(self.context_mid(h)))
+        h = torch.addcmul(shift[..., None, None], h, 1 + scale[..., None, None])
+        h = F.relu(self.context_mid(h))
+        return F.linear(pixels(h), self.context_out.weight.flatten(1), self.context_out.bias)
 
     def forward(self, decoded: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
-        """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W), prompt (N, [L,] D) → (N, 3, H, W)."""
+        """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W), prompt (N, [L,] D) → (N, 3, H, W),
+        channels-last (each pixel's colour side by side, as a frame leaves)."""
         v = pixel_inputs(decoded, gbuffer.to(decoded.dtype))
-        return (self.head_map(v, self.routing(prompt)) + self.context(v, prompt)).clamp(0, 1)
+        out = self._head_pixels(pixels(v), self.routing(prompt)) + self._context_pixels(v, prompt)
+        return out.clamp(0, 1).permute(0, 3, 1, 2)
 
     def refine_frames(self, frames: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         """Decoded frames (B, T, 3, H, W), their G-buffer frames (B, T, 5, 3, H, W), prompt (B, L, D) → (B, T, 3, H, W)."""

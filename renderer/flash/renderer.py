@@ -14,7 +14,7 @@ from renderer.device import pick_device
 from renderer.flash.decoder import STARTUP_FRAMES
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.sampler import FewStepSampler
-from renderer.flash.serving import codec_channels_last, reuse_history_patches
+from renderer.flash.serving import codec_channels_last, share_chunk_steps
 from renderer.flash.session import FlashSession
 from renderer.flash.settings import FlashSettings
 from renderer.flash.text import UMT5PromptEncoder
@@ -75,7 +75,7 @@ class FlashRenderer(Renderer):
         pipe.config = cfg = dataclasses.replace(pipe.config, **opts.config_overrides())
         pipe.sampler = FewStepSampler.from_config(cfg)
         pipe.gbuffer_encoder.input_range = cfg.gbuffer_input_range
-        reuse_history_patches(pipe.transformer)
+        share_chunk_steps(pipe)
         if pipe.device.type == "cpu":
             codec_channels_last(pipe.gbuffer_encoder, pipe.decoder, pipe.refiner)
         self.chunk_size = opts.chunk_size or cfg.chunk_frames

@@ -35,16 +35,15 @@ from renderer.timing import StageClock, peak_memory_bytes, start_chunk
 def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
                      device: torch.device | str = "cpu") -> torch.Tensor:
     """→ (1, T, 5, 3, H, W) float32 in [0, 1] on `device` (moved as uint8: 4x less to copy), T padded to a
-    multiple of 4 by repeating the last frame."""
-    data = torch.from_numpy(np.stack([f.data for f in frames])).to(device)      # (n, 5, h, w, 3) uint8
-    x = data.permute(0, 1, 4, 2, 3).float().div_(255.0)                         # (n, 5, 3, h, w)
+    multiple of 4 by repeating the last frame. Its memory holds each pixel's 15 values side by side, so the
+    (T, 15, H, W) view the G-buffer encoder and refiner take is channels-last without a copy."""
+    data = np.stack([f.data for f in frames] + [frames[-1].data] * (-len(frames) % TEMPORAL_SCALE))
+    data = torch.from_numpy(data).to(device)                                    # (T, 5, h, w, 3) uint8
+    x = data.permute(0, 2, 3, 1, 4).contiguous().permute(0, 3, 4, 1, 2).float().div_(255.0)   # (T, 5, 3, h, w)
     if x.shape[-2:] != (height, width):
         n = x.shape[0]
         x = F.interpolate(x.flatten(0, 1), size=(height, width), mode="bilinear", antialias=True,
                           align_corners=False).clamp_(0, 1).unflatten(0, (n, 5))
-    pad = -x.shape[0] % TEMPORAL_SCALE
-    if pad:
-        x = torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
     return x.unsqueeze(0)
 
 
@@ -120,10 +119,9 @@ class FlashSession(RenderSession):
 
     def render_stream(self, frames: Sequence[GBufferFrame],
                       conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
-        """As render(), but the frames of each latent frame leave as soon as it is decoded (the decoder streams
-        latent by latent exactly as it decodes a chunk, decoder.py); with a G-buffer refiner each frame leaves as
-        soon as it is refined, so the first goes out a refiner pass after the decode, not four (the later ones
-        are refined while the earlier ones are paced out)."""
+        """As render(), but each frame leaves as soon as it is ready: the decoder hands a latent frame's frames
+        over one by one as it decodes them (depth first, TinyDecoder.frames), and with a G-buffer refiner each is
+        refined as it comes. The later frames are decoded while the earlier ones are paced out."""
         chunk = self.prepare(frames, conditioning)
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
@@ -131,32 +129,29 @@ class FlashSession(RenderSession):
                                   on_step=lambda i: timer.lap(f"denoise_step_{i}"), fresh_noise=chunk.fresh_noise)
             self.history.push(latent, chunk.gbuffer_latent)
         self.last_prompt = chunk.prompt
-        left = chunk.frames
-        for j in range(latent.shape[2]):
-            with torch.inference_mode():
-                decoded = pipe.decode(latent[:, :, j:j + 1], self.memory)[:, :left]   # the decoder's own frames
+        for index, frame in enumerate(self._decoded_frames(latent)):
             timer.lap("decode")
-            first = TEMPORAL_SCALE * j
-            for part in self._parts(decoded):
-                if pipe.refiner is not None:
-                    with torch.inference_mode():
-                        part = pipe.refine(part, chunk.gbuffer[:, first:first + part.shape[1]], chunk.prompt)
-                    timer.lap("refine")
-                first += part.shape[1]
-                left -= part.shape[1]
-                self.frames_rendered += part.shape[1]
-                yield self._result(part[0], timer)
-                timer.resume()
+            if index >= chunk.frames:       # the padding of a short last group: decoded for the memory, not sent
+                continue
+            if pipe.refiner is not None:
+                with torch.inference_mode():
+                    frame = pipe.refine(frame, chunk.gbuffer[:, index:index + 1], chunk.prompt)
+                timer.lap("refine")
+            self.frames_rendered += 1
+            yield self._result(frame[0], timer)
+            timer.resume()
 
-    def _parts(self, decoded: torch.Tensor) -> Iterator[torch.Tensor]:
-        """A latent frame's decoded frames (1, n, 3, H, W) as they leave: one by one where each still has a
-        refiner pass to go, all together where they are final already."""
-        if self.pipeline.refiner is None:
-            if decoded.shape[1]:
-                yield decoded
-            return
-        for k in range(decoded.shape[1]):
-            yield decoded[:, k:k + 1]
+    def _decoded_frames(self, latent: torch.Tensor) -> Iterator[torch.Tensor]:
+        """The chunk's frames (1, 1, 3, H, W) as the stateful decoder hands them over (every one, to the end:
+        the decoder's memory must see the whole latent)."""
+        for j in range(latent.shape[2]):
+            frames = self.pipeline.decode_frames(latent[:, :, j:j + 1], self.memory)
+            while True:
+                with torch.inference_mode():    # entered per frame: a yield inside would leave it on for the caller
+                    frame = next(frames, None)
+                if frame is None:
+                    break
+                yield frame
 
     def finish(self, chunk: "PreparedChunk", latent: torch.Tensor) -> RenderResult:
         pipe, timer = self.pipeline, chunk.timer
