@@ -39,6 +39,33 @@ def test_a_served_renderer_shares_each_chunks_steps_and_renders_the_librarys_fra
     assert difference.max() <= 1 and (difference > 0).mean() < 0.01
 
 
+def test_the_next_chunks_history_tokens_are_made_after_a_chunk_and_dropped_when_the_history_changes():
+    """After a streamed chunk the session makes the next chunk's history tokens (they depend on the history
+    alone); the next chunk takes them, unless the history changed meanwhile (a re-cache under a new prompt)."""
+    from renderer.flash.chunk_steps import history_tokens
+
+    renderer = create_renderer("flash", config="tiny", chunk_size=4, recache_on_switch=True)
+    plain = create_renderer("flash", config="tiny", chunk_size=4, recache_on_switch=True)
+    plain.pipeline.shared_steps = False
+    pipe, taken = renderer.pipeline, []
+    chunk_velocity = pipe.chunk_velocity
+    pipe.chunk_velocity = lambda *args: taken.append(args[3] if len(args) > 3 else None) or chunk_velocity(*args)
+    frames = random_frames(16, seed=3)
+    prompts = [POLAR, POLAR, VOLCANO, VOLCANO]          # the switch re-caches the history before chunk 3's steps
+    with renderer.open_session(64, 32, seed=2) as session, plain.open_session(64, 32, seed=2) as reference:
+        for k, text in enumerate(prompts):
+            cond = [Conditioning.single(text)] * 4
+            got = np.concatenate([r.rgb for r in session.render_stream(frames[4 * k:4 * k + 4], cond)])
+            expected = np.concatenate([r.rgb for r in reference.render_stream(frames[4 * k:4 * k + 4], cond)])
+            assert np.abs(got.astype(int) - expected).max() <= 1, k
+            version, tokens = session.ahead
+            assert version == session.history.version
+            with torch.inference_mode():
+                torch.testing.assert_close(tokens, history_tokens(pipe.transformer, session.history.inputs(1)))
+    # chunk 1: nothing made yet; 2: made after 1; 3: the re-cache's own steps, then stale tokens dropped; 4: made
+    assert [t is not None for t in taken] == [False, True, False, False, True]
+
+
 def _chunk_inputs(pipe, batch: int, seed: int = 0):
     """A chunk's inputs with a history that is not zeros: random latents pushed (rows differ)."""
     from renderer.flash.batch import stack_history

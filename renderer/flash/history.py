@@ -45,6 +45,7 @@ class LatentHistory:
         self.buffer = torch.zeros(1, channels, sum(self.sizes), height, width, device=device, dtype=dtype)
         self.anchor = torch.zeros(1, channels, 1, height, width, device=device, dtype=dtype)
         self.has_anchor = False
+        self.version = 0                                # counts the changes: what was made from the history ages
 
     def push(self, rgb_latent: torch.Tensor, gbuffer_latent: torch.Tensor) -> None:
         """Append a chunk's clean latents (1, 16, t, h, w) and (1, 80, t, h, w); the oldest fall out."""
@@ -54,11 +55,13 @@ class LatentHistory:
             self.has_anchor = True
         total = self.buffer.shape[2]
         self.buffer = torch.cat([self.buffer, frames], dim=2)[:, :, -total:].contiguous()
+        self.version += 1
 
     def replace_recent(self, rgb_latent: torch.Tensor) -> None:
         """Overwrite the RGB part of the newest frames (history re-cache under a new prompt)."""
         t = rgb_latent.shape[2]
         self.buffer[:, : rgb_latent.shape[1], -t:] = rgb_latent.to(self.buffer.dtype)
+        self.version += 1
 
     def recent_rgb(self, frames: int) -> torch.Tensor:
         return self.buffer[:, :16, -frames:].float()

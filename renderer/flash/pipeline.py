@@ -18,7 +18,7 @@ from prompt_presets.presets import load_presets
 from renderer.base import RendererError
 from renderer.device import pick_device
 from renderer.flash.checkpoint import KeyMap
-from renderer.flash.chunk_steps import ChunkSteps
+from renderer.flash.chunk_steps import ChunkSteps, history_tokens
 from renderer.flash.config import FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.gbuffer_encoder import GBufferEncoder
@@ -145,14 +145,23 @@ class FlashPipeline:
                                **history.kwargs(), return_dict=False)[0]
         return out.float()
 
-    def chunk_velocity(self, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
-                       history: HistoryInputs) -> Callable[[torch.Tensor, float, float | None], torch.Tensor]:
+    def chunk_velocity(self, gbuffer_latent: torch.Tensor, prompt: torch.Tensor, history: HistoryInputs,
+                       tokens: torch.Tensor | None = None) -> Callable[[torch.Tensor, float, float | None], torch.Tensor]:
         """`velocity` for one chunk's steps: (noisy, sigma, jump_end) → velocity. With `shared_steps` and no
-        gradients, what the steps share is computed here, once (ChunkSteps)."""
+        gradients, what the steps share is computed here, once (ChunkSteps); `tokens`, the history's tokens
+        where they were made ahead (`history_tokens_ahead`)."""
         if not self.shared_steps or torch.is_grad_enabled():
             return lambda noisy, sigma, end: self.velocity(noisy, sigma, gbuffer_latent, prompt, history, end)
-        steps = ChunkSteps(self.transformer, gbuffer_latent.to(self.device), prompt.to(self.device), history)
+        steps = ChunkSteps(self.transformer, gbuffer_latent.to(self.device), prompt.to(self.device), history, tokens)
         return lambda noisy, sigma, end: steps(noisy, self._timestep(noisy, sigma, end)).float()
+
+    def history_tokens_ahead(self, history: HistoryInputs) -> torch.Tensor | None:
+        """The history's share of the next chunk's steps, made ahead (ChunkSteps takes it as `tokens`); None
+        where the steps are not shared."""
+        if not self.shared_steps:
+            return None
+        with torch.inference_mode():
+            return history_tokens(self.transformer, history)
 
     def _timestep(self, noisy: torch.Tensor, sigma: float, jump_end: float | None) -> torch.Tensor:
         full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
@@ -161,12 +170,14 @@ class FlashPipeline:
     def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
                 history: HistoryInputs, start_step: int = 0,
                 on_step: Callable[[int], None] | None = None,
-                fresh_noise: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
+                fresh_noise: Callable[[], torch.Tensor] | None = None,
+                history_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """Few-step sampling from `noise` (B, 16, t, h, w) float32; `start_step` > 0 continues a partly noised
-        latent (history re-cache); `fresh_noise()` feeds a re-noising sampler. Returns the clean latent, float32."""
+        latent (history re-cache); `fresh_noise()` feeds a re-noising sampler; `history_tokens` as
+        `chunk_velocity`'s `tokens`. Returns the clean latent, float32."""
         sigmas = self.sampler.sigmas().tolist()
         x = noise.to(self.device, torch.float32)
-        velocity = self.chunk_velocity(gbuffer_latent, prompt, history)
+        velocity = self.chunk_velocity(gbuffer_latent, prompt, history, history_tokens)
         for i in range(start_step, self.sampler.num_steps):
             v = velocity(x, sigmas[i], self.sampler.jump_end(i))
             x = self.sampler.step(x, v, sigmas[i], sigmas[i + 1], fresh_noise)

@@ -78,6 +78,8 @@ class FlashSession(RenderSession):
         self.generator = torch.Generator().manual_seed(seed)
         self.frames_rendered = 0
         self.last_prompt: torch.Tensor | None = None
+        # (history version, tokens): the next chunk's history tokens, made after a streamed chunk
+        self.ahead: tuple[int, torch.Tensor | None] | None = None
         self._cuda = pipeline.device.type == "cuda"
 
     def _noise(self, latent_frames: int) -> torch.Tensor:
@@ -126,9 +128,22 @@ class FlashSession(RenderSession):
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
             latent = pipe.denoise(chunk.noise, chunk.gbuffer_latent, chunk.prompt, chunk.history,
-                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"), fresh_noise=chunk.fresh_noise)
+                                  on_step=lambda i: timer.lap(f"denoise_step_{i}"), fresh_noise=chunk.fresh_noise,
+                                  history_tokens=self._tokens_ahead())
             self.history.push(latent, chunk.gbuffer_latent)
         self.last_prompt = chunk.prompt
+        yield from self._stream_frames(chunk, latent)
+        # the chunk's frames are out: the next chunk's history tokens now, not once its frames have arrived
+        self.ahead = (self.history.version, pipe.history_tokens_ahead(self.history.inputs(latent.shape[2])))
+
+    def _tokens_ahead(self) -> torch.Tensor | None:
+        """The history tokens made after the last streamed chunk, if the history has not changed since (a
+        re-cache, a whole-chunk render)."""
+        ahead, self.ahead = self.ahead, None
+        return ahead[1] if ahead is not None and ahead[0] == self.history.version else None
+
+    def _stream_frames(self, chunk: "PreparedChunk", latent: torch.Tensor) -> Iterator[RenderResult]:
+        pipe, timer = self.pipeline, chunk.timer
         for index, frame in enumerate(self._decoded_frames(latent)):
             timer.lap("decode")
             if index >= chunk.frames:       # the padding of a short last group: decoded for the memory, not sent
@@ -212,5 +227,6 @@ class FlashSession(RenderSession):
         self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
         self.delay = None
         self.last_prompt = None
+        self.ahead = None
         if self._cuda:
             torch.cuda.empty_cache()
