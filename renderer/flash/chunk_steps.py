@@ -134,7 +134,7 @@ class ChunkSteps:
         self.noisy_weight = weight[:, :noisy_channels]
         self.gbuffer_tokens = patch_tokens(gbuffer_latent.to(dtype), weight[:, noisy_channels:],
                                            model.patch_embedding.bias)                      # (B, Nc, D)
-        b, _, t, h, w = gbuffer_latent.shape
+        t, h, w = gbuffer_latent.shape[2:]
         p_t, p_h, p_w = model.config.patch_size
         self.grid = (t // p_t, h // p_h, w // p_w)
         self.history_tokens = history_tokens(model, history) if tokens is None else tokens    # (B, Nh, D)
@@ -159,7 +159,8 @@ class ChunkSteps:
         # rows (timestep 0) written here, the chunk's at each step (`_modulation`)
         b, nh, nc = text.shape[0], self.history_length, self.gbuffer_tokens.shape[1]
         table = torch.empty(6, b, nh + nc, zero_proj.shape[-1], dtype=torch.float32, device=text.device)
-        table[:, :, :nh] = (block.scale_shift_table + zero_proj.float() + self.one_plus_scale).transpose(0, 1).unsqueeze(2)
+        history = block.scale_shift_table + zero_proj.float() + self.one_plus_scale        # (1, 6, D)
+        table[:, :, :nh] = history.transpose(0, 1).unsqueeze(2)
         constants = {"modulation": table, "key": key, "value": value}
         attn = block.attn1
         if attn.is_amplify_history:

@@ -106,16 +106,12 @@ class TinyDecoder(nn.Module):
                 grown = grow.conv(x)                                     # (B, stride * C, H, W): frame k's C
                 for k in range(grow.stride):
                     frame = grown[:, k * x.shape[1]:(k + 1) * x.shape[1]]
-                    frame = block(frame) if upsample else frame.contiguous(memory_format=layout(x))
+                    frame = block(frame) if upsample else frame
                     yield from self._depth_first(frame, i + (2 if upsample else 1), stream)
                 return
             x = block(x, stream.shifted(("", i), x, x.shape[0])) if isinstance(block, MemBlock) else block(x)
             i += 1
         yield x
-
-
-def layout(x: torch.Tensor) -> torch.memory_format:
-    return torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
 
 
 def fit_tgrow_weights(state: dict, decoder: nn.Sequential, prefix: str = "decoder.") -> dict:

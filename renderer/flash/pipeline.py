@@ -146,7 +146,8 @@ class FlashPipeline:
         return out.float()
 
     def chunk_velocity(self, gbuffer_latent: torch.Tensor, prompt: torch.Tensor, history: HistoryInputs,
-                       tokens: torch.Tensor | None = None) -> Callable[[torch.Tensor, float, float | None], torch.Tensor]:
+                       tokens: torch.Tensor | None = None
+                       ) -> Callable[[torch.Tensor, float, float | None], torch.Tensor]:
         """`velocity` for one chunk's steps: (noisy, sigma, jump_end) → velocity. With `shared_steps` and no
         gradients, what the steps share is computed here, once (ChunkSteps); `tokens`, the history's tokens
         where they were made ahead (`history_tokens_ahead`)."""

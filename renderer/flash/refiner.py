@@ -30,11 +30,16 @@ FEATURES = 1 + PIXEL_VALUES + PIXEL_VALUES * (PIXEL_VALUES + 1) // 2     # 190
 DEFAULT_SHARPNESS = 25.0
 
 
+def pixels(x: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) → (N, H, W, C): a view where x is channels-last."""
+    return x.permute(0, 2, 3, 1)
+
+
 def pixel_inputs(decoded: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
     """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W) → (N, 18, H, W), channels-last: each
     pixel's 18 values side by side, as the head's matrix product and the convolutions read them."""
     gbuffer = gbuffer.flatten(1, -3) if gbuffer.ndim == 5 else gbuffer
-    return torch.cat([gbuffer.permute(0, 2, 3, 1), decoded.permute(0, 2, 3, 1)], dim=-1).permute(0, 3, 1, 2)
+    return torch.cat([pixels(gbuffer), pixels(decoded)], dim=-1).permute(0, 3, 1, 2)
 
 
 def quadratic_features(v: torch.Tensor, dim: int = 1) -> torch.Tensor:
@@ -42,11 +47,6 @@ def quadratic_features(v: torch.Tensor, dim: int = 1) -> torch.Tensor:
     i, j = torch.triu_indices(v.shape[dim], v.shape[dim], device=v.device)
     one = torch.ones_like(v.narrow(dim, 0, 1))
     return torch.cat([one, v, v.index_select(dim, i) * v.index_select(dim, j)], dim=dim)
-
-
-def pixels(x: torch.Tensor) -> torch.Tensor:
-    """(N, C, H, W) → (N, H, W, C): a view where x is channels-last."""
-    return x.permute(0, 2, 3, 1)
 
 
 def pooled_prompt(prompt: torch.Tensor) -> torch.Tensor:
@@ -100,10 +100,6 @@ class GBufferRefiner(nn.Module):
                               quad.permute(0, 2, 3, 1).flatten(2))                  # (N, HW, 3 x 18)
         out = torch.bmm(inner.flatten(0, 1).unflatten(-1, (3, p)), rows.flatten(0, 1).unsqueeze(-1))
         return out.view(*v.shape[:3], 3) + const[:, None, None]                    # (N, H, W, 3)
-
-    def context(self, v: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
-        """v (N, 18, H, W) → (N, 3, H, W)."""
-        return self._context_pixels(v, prompt).permute(0, 3, 1, 2)
 
     def _context_pixels(self, v: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         """v (N, 18, H, W) → (N, H, W, 3); the 1x1 output convolution as the matrix product it is."""

@@ -2,8 +2,8 @@
 
 The transformer's steps: a chunk's denoising steps share their history, G-buffer latent and prompt, so serving
 runs them as ChunkSteps (chunk_steps.py), which computes those parts once per chunk instead of once per step.
-Its patchifiers compute as one matrix product (chunk_steps.patchify): oneDNN ran the long tier's (4, 8, 8) Conv3d over 96
-channels ~4x slower than the same sum as a product.
+Its patchifiers compute as one matrix product (chunk_steps.patchify): oneDNN ran the long tier's (4, 8, 8)
+Conv3d over 96 channels ~4x slower than the same sum as a product.
 
 On a CPU the codec (G-buffer encoder, decoder, refiner) runs its convolutions channels-last: oneDNN runs the
 narrow 3x3 convolutions of these small codecs 1.2-1.7x faster in that layout (16-18 channels at full size, measured
