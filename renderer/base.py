@@ -69,6 +69,22 @@ class RenderSession(abc.ABC):
         chunk's frames in order, all of them; each part's timings are the chunk's so far. By default: one part."""
         yield self.render(frames, conditioning)
 
+    # A caller that overlaps chunks (a live session's worker, studio/server/worker.py) calls begin_chunk, reads
+    # the parts it returns on a second thread, and meanwhile calls between_chunks and the next begin_chunk. Where
+    # `overlaps_chunks` is False it reads each chunk's parts to the end before it starts the next.
+    overlaps_chunks: bool = False
+
+    def begin_chunk(self, frames: Sequence[GBufferFrame],
+                    conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
+        """render_stream's chunk, split where the next chunk stops depending on it: the call does what the next
+        chunk needs (flash: the denoising steps, which update the history), the parts returned do the rest
+        (flash: the decoder). By default the whole chunk is in the parts."""
+        return self.render_stream(frames, conditioning)
+
+    def between_chunks(self) -> None:
+        """Work for the next chunk that needs only what the last begin_chunk left (flash: the history's tokens),
+        done before the next chunk's frames arrive; by default nothing."""
+
     def close(self) -> None:
         """Free history and accelerator memory; safe to call twice."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from gbuffer.frame import GBufferError, GBufferFrame
 from gbuffer.source import RecordedSource, Source
 from prompt_presets.conditioning import Conditioning
-from renderer.base import RenderSession
+from renderer.base import RenderResult, RenderSession
 
 
 class ConditioningTimeline(Protocol):
@@ -77,6 +77,16 @@ class Rollout:
         """Take the next chunk's frames and their conditioning now (the timeline moves on at once), and return
         (how many, the rendered frames in parts as the renderer produces them: RenderSession.render_stream).
         (0, nothing) when a recorded source is exhausted. The parts must be read to the end."""
+        return self._next_chunk(lambda frames, conds: self.session.render_stream(frames, conds))
+
+    def begin_chunk(self) -> tuple[int, Iterator[list[RenderedFrame]]]:
+        """As next_chunk_parts, but the session's share of the chunk that the next chunk depends on is done now
+        (RenderSession.begin_chunk); where the session overlaps chunks, the parts may be read on another thread
+        while the next chunk begins."""
+        return self._next_chunk(self.session.begin_chunk)
+
+    def _next_chunk(self, render) -> tuple[int, Iterator[list[RenderedFrame]]]:
+        t0 = time.perf_counter()
         frames = self._take(self.session.chunk_size)
         if not frames:
             return 0, iter(())
@@ -84,12 +94,13 @@ class Rollout:
         start = self.frame_index
         conds = [schedule.conditioning_at(start + i) for i in range(len(frames))]
         self.frame_index += len(frames)
-        return len(frames), self._render(frames, conds, start)
+        return len(frames), self._parts(render(frames, conds), frames, conds, start, t0)
 
-    def _render(self, frames: list[GBufferFrame], conds: list[Conditioning],
-                start: int) -> Iterator[list[RenderedFrame]]:
-        t0, done = time.perf_counter(), 0
-        for result in self.session.render_stream(frames, conds):
+    @staticmethod
+    def _parts(results: Iterator[RenderResult], frames: list[GBufferFrame], conds: list[Conditioning],
+               start: int, t0: float) -> Iterator[list[RenderedFrame]]:
+        done = 0
+        for result in results:
             timings = dict(result.timings_ms)
             timings.setdefault("total", (time.perf_counter() - t0) * 1e3)
             n = len(result.rgb)

@@ -63,6 +63,9 @@ class FrameBuffer:
         # are ready before its chunk is done, and the next chunk need start only that long before the frames
         # waiting have gone
         self.first_frame_lead = 0.0
+        # frames of chunks under way that the producer has not put yet (a worker whose second thread finishes a
+        # chunk while the next begins): they go out before the next chunk's, so they count as waiting
+        self._promised = 0
 
     def note_production(self, frames: int, seconds: float, first_seconds: float | None = None) -> None:
         """A chunk of `frames` took `seconds` to render, its first frame ready after `first_seconds` (a renderer
@@ -72,8 +75,9 @@ class FrameBuffer:
         self.production_period = _average(self.production_period, per_frame)
         self.first_frame_lead = _average(self.first_frame_lead, lead)
 
-    def put(self, item: OutgoingFrame, timeout: float | None = None) -> bool:
-        """Block (worker thread) until there is room; False if closed or timed out."""
+    def put(self, item: OutgoingFrame, timeout: float | None = None, settles: bool = False) -> bool:
+        """Block (worker thread) until there is room; False if closed or timed out. `settles`: the frame was
+        promised, and is no longer once it is in (one step, so `drained` never sees it in neither count)."""
         with self._cond:
             deadline = None if timeout is None else time.monotonic() + timeout
             while len(self._items) >= self.capacity and not self.closed:
@@ -84,8 +88,21 @@ class FrameBuffer:
             if self.closed:
                 return False
             self._items.append(item)
+            if settles:
+                self._promised = max(0, self._promised - 1)
         self._loop.call_soon_threadsafe(self._ready.set)
         return True
+
+    def promise(self, frames: int) -> None:
+        """`frames` more will be put (or given up with settle) by a chunk that is under way."""
+        with self._cond:
+            self._promised += frames
+
+    def settle(self, frames: int) -> None:
+        """`frames` of those promised were put, or will not be (a seek made them stale)."""
+        with self._cond:
+            self._promised = max(0, self._promised - frames)
+            self._cond.notify_all()
 
     @property
     def queued(self) -> int:
@@ -94,8 +111,9 @@ class FrameBuffer:
 
     @property
     def drained(self) -> bool:
-        """Every frame put has gone out (or was cleared): none waiting, none taken and not yet sent."""
-        return not self._items and not self._taken
+        """Every frame put has gone out (or was cleared) and none is promised: none waiting, none taken and not
+        yet sent."""
+        return not self._items and not self._taken and not self._promised
 
     def sent(self) -> None:
         """The consumer sent the frame it took last (event loop side, like get)."""
@@ -112,12 +130,15 @@ class FrameBuffer:
         """Block (worker thread) until a chunk started now is due: when the frames still waiting
         will have gone out by the time its first frame is ready (at the measured lead), so its frames do not
         wait behind them and it renders from input that is as fresh as it can be; its later frames are ready
-        before their turn as long as the renderer keeps the stream's rate. One frame: wait_for_room.
+        before their turn as long as the renderer keeps the stream's rate. Frames promised count as waiting.
+        One frame: wait_for_room.
         False if closed or timed out."""
         def due() -> bool:
             period = max(self.send_period, self.production_period)
-            return self.closed or (len(self._items) * period <= self.first_frame_lead
-                                   and len(self._items) < self.capacity)
+            waiting = len(self._items) + self._promised
+            return self.closed or (waiting * period <= self.first_frame_lead
+                                   and len(self._items) < self.capacity
+                                   and (self._promised or waiting < self.capacity))
         with self._cond:
             return self._cond.wait_for(due, timeout) and not self.closed
 

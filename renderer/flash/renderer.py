@@ -46,7 +46,8 @@ class FlashRenderer(Renderer):
     Settings (FlashSettings): chunk_size (frames, a multiple of 4; default config.chunk_frames); the sampler
     (num_steps, timestep_shift, sigma_max, sampler_update euler | renoise), trim_startup_frames and
     gbuffer_input_range ("0..1" | "-1..1"), each overriding the weights' config; recache_on_switch (re-render
-    the short history when the prompt changes), text_encoder (a local Wan 2.1
+    the short history when the prompt changes), overlap_chunks (a live session decodes a chunk on a second
+    thread while the next one denoises; CPU only), text_encoder (a local Wan 2.1
     directory for prompts outside the cache), unknown_prompt ("error": a prompt with no cached embedding and no
     text encoder is a PromptError; "presets": it renders as the blend of its nearest presets), seed (random
     weights), prompts (extra prompts to embed, random weights only), threads (torch's CPU threads, process-wide).
@@ -80,11 +81,14 @@ class FlashRenderer(Renderer):
             codec_channels_last(pipe.gbuffer_encoder, pipe.decoder, pipe.refiner)
         self.chunk_size = opts.chunk_size or cfg.chunk_frames
         self.recache_on_switch = opts.recache_on_switch
+        self.overlap_chunks = opts.overlap_chunks and pipe.device.type == "cpu"
         self.weights = str(weights) if weights is not None else None
 
     def open_session(self, width: int, height: int, seed: int = 0) -> FlashSession:
         check_size("flash", width, height)
-        return FlashSession(self.pipeline, width, height, seed, self.chunk_size, self.recache_on_switch)
+        session = FlashSession(self.pipeline, width, height, seed, self.chunk_size, self.recache_on_switch)
+        session.overlaps_chunks = self.overlap_chunks
+        return session
 
     def describe(self) -> dict:
         p = self.pipeline

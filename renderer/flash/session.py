@@ -80,6 +80,10 @@ class FlashSession(RenderSession):
         self.last_prompt: torch.Tensor | None = None
         # (history version, tokens): the next chunk's history tokens, made after a streamed chunk
         self.ahead: tuple[int, torch.Tensor | None] | None = None
+        self.latent_frames = 0                       # of the last chunk started (what the tokens ahead are for)
+        # begin_chunk's iterator reads only the decoder's state, so a live worker may overlap it with the next
+        # chunk; the renderer turns it on where asked (FlashSettings.overlap_chunks)
+        self.overlaps_chunks = False
         self._cuda = pipeline.device.type == "cuda"
 
     def _noise(self, latent_frames: int) -> torch.Tensor:
@@ -124,6 +128,15 @@ class FlashSession(RenderSession):
         """As render(), but each frame leaves as soon as it is ready: the decoder hands a latent frame's frames
         over one by one as it decodes them (depth first, TinyDecoder.frames), and with a G-buffer refiner each is
         refined as it comes. The later frames are decoded while the earlier ones are paced out."""
+        yield from self.begin_chunk(frames, conditioning)
+        # the chunk's frames are out: the next chunk's history tokens now, not once its frames have arrived
+        self.between_chunks()
+
+    def begin_chunk(self, frames: Sequence[GBufferFrame],
+                    conditioning: Sequence[Conditioning]) -> Iterator[RenderResult]:
+        """The chunk's G-buffer encoder and denoising steps now, the history updated; the decode and refiner in
+        the iterator returned. That iterator touches only the decoder's memory, so it may run on another
+        thread while the next chunk's begin_chunk runs (renderer/base.py; the live worker's two stages)."""
         chunk = self.prepare(frames, conditioning)
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
@@ -132,9 +145,15 @@ class FlashSession(RenderSession):
                                   history_tokens=self._tokens_ahead())
             self.history.push(latent, chunk.gbuffer_latent)
         self.last_prompt = chunk.prompt
-        yield from self._stream_frames(chunk, latent)
-        # the chunk's frames are out: the next chunk's history tokens now, not once its frames have arrived
-        self.ahead = (self.history.version, pipe.history_tokens_ahead(self.history.inputs(latent.shape[2])))
+        self.latent_frames = latent.shape[2]
+        return self._stream_frames(chunk, latent)
+
+    def between_chunks(self) -> None:
+        """The next chunk's history tokens: they depend on the history alone, so they are made before the
+        next chunk's frames arrive (dropped if the history changes first)."""
+        if self.history is not None and self.latent_frames:
+            self.ahead = (self.history.version,
+                          self.pipeline.history_tokens_ahead(self.history.inputs(self.latent_frames)))
 
     def _tokens_ahead(self) -> torch.Tensor | None:
         """The history tokens made after the last streamed chunk, if the history has not changed since (a

@@ -35,6 +35,10 @@ class FlashSettings(BaseModel):
     # torch's intra-op CPU threads for the whole process (None: torch's default, one per core). On a shared
     # 2-core machine two threads wait on each other and on the encoder: 1 is faster (BENCHMARKS.md, flash live)
     threads: int | None = Field(None, ge=1)
+    # a live session finishes each chunk (decoder, refiner) on a second thread while the next chunk's steps run,
+    # on a CPU: more frames per second where one core cannot keep the stream's rate, at some latency (the two
+    # halves slow each other); BENCHMARKS.md, flash live
+    overlap_chunks: bool = False
 
     @field_validator("chunk_size")
     @classmethod

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from studio.rollout import RenderedFrame
 from studio.server.metrics import SessionObserver
 from webrtc import protocol as dc
 from webrtc.track import OutgoingFrame, SessionVideoTrack
@@ -61,3 +63,14 @@ class SessionReports:
         """The previous frame's (a frame is encoded after its status goes out)."""
         ms = getattr(self.encoder, "last_encode_ms", None)
         return None if ms is None else round(ms, 2)
+
+
+def frame_info(f: RenderedFrame, rendered_wall: float) -> dict[str, Any]:
+    """What the frame's status says about it (dc.Status)."""
+    info = {"prompts": [{"preset": p.preset, "text": p.text[:80], "weight": round(p.weight, 4)}
+                        for p in f.conditioning.prompts], "label": f.conditioning.label(),
+            "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
+            "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
+    if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
+        info["control"] = f.gbuffer.meta["control"]
+    return info

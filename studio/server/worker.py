@@ -4,6 +4,9 @@ to the video track.
 The rollout (source, timeline, render session) belongs to this thread alone. Requests from the event loop that
 touch it are queued as commands and applied between chunks (while a chunk waits for room in the hand-over,
 too), which is why a live prompt switch takes effect at the next chunk.
+
+A session that overlaps chunks (RenderSession.overlaps_chunks) renders in two stages: this thread begins each
+chunk and a second one (studio/server/chunk_stage.py) finishes it and hands it over; commands stay on this one.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import av
 import numpy as np
@@ -21,8 +24,10 @@ from alaya_errors import UserError
 from gbuffer.source import LiveSource
 from studio.rollout import RenderedFrame, Rollout
 from studio.schedule.live import LiveTimeline
+from studio.server.chunk_stage import ChunkStage
 from studio.server.metrics import SessionObserver
 from studio.server.outbox import Outbox
+from studio.server.reports import frame_info
 from studio.server.take_control import TakeControl
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
@@ -56,12 +61,17 @@ class SessionWorker:
         self._failed = False            # the session's one fatal error was sent
         self._fail_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # a second stage for a viewer's session that overlaps chunks (an engine's frames pace its own session)
+        self.overlap = sink is None and rollout.session.overlaps_chunks
+        self.stage: ChunkStage | None = None
         self.set_loop(loop_playback)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.state = "playing"
+        if self.overlap:
+            self.stage = ChunkStage(f"{self._thread.name}-finish")
         self._thread.start()
 
     def stop(self) -> None:
@@ -98,6 +108,8 @@ class SessionWorker:
     def _run(self) -> None:
         try:
             while not self._stop:
+                if self.stage is not None:
+                    self.stage.raise_error()
                 self._apply_commands()
                 if self._paused or self._ended:
                     self._wake.wait(0.1)
@@ -111,14 +123,8 @@ class SessionWorker:
                 if self.sink is not None and not self._engine_frame_ready():
                     continue   # an engine's session waits for its next frame here, where commands still apply
                 t0, wall0 = time.perf_counter(), time.time()
-                count, parts = self.rollout.next_chunk_parts()
-                if self.loop_playback and self._at_end():
-                    self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
+                count = self._begin_in_stages(t0, wall0) if self.stage is not None else self._render(t0, wall0)
                 if count:
-                    rendered_s, first_s = self._hand_over_parts(parts, t0, wall0)
-                    self.buffer.note_production(count, rendered_s, first_s)
-                    if self.observer is not None:
-                        self.observer.chunk_rendered(rendered_s)
                     continue
                 if self._stop:          # stopped while its source waited for a frame: not the source's end
                     break
@@ -134,9 +140,54 @@ class SessionWorker:
             self.outbox.send(dc.Error(message=f"internal error: {type(exc).__name__}: {exc}", where="session",
                                       request=None))
         finally:
+            if self.stage is not None and not self.stage.close(30.0):   # its last frames out first
+                log.warning("%s: the chunk under way did not finish in time", self._thread.name)
             self.buffer.close()
             if self.state == "ended":
                 self.on_ended()
+
+    def _render(self, t0: float, wall0: float) -> int:
+        """One chunk, rendered and handed over on this thread; → its frames (0: the source had none)."""
+        count, parts = self.rollout.next_chunk_parts()
+        self._after_take()
+        if count:
+            rendered_s, first_s = self._hand_over_parts(parts, t0, wall0, self._seeks)
+            self._note_chunk(count, rendered_s, first_s, rendered_s)
+        return count
+
+    def _begin_in_stages(self, t0: float, wall0: float) -> int:
+        """Begin a chunk here and hand its rest to the second stage; → its frames (0: the source had none).
+        The next chunk's history work follows at once, while the stage decodes this one."""
+        seeks = self._seeks
+        count, parts = self.rollout.begin_chunk()
+        self._after_take()
+        if not count:
+            return 0
+        begun_s = time.perf_counter() - t0
+        self.buffer.promise(count)
+
+        def finish() -> None:
+            owed = [count]
+            try:
+                rendered_s, first_s = self._hand_over_parts(parts, t0, wall0, seeks, owed)
+            finally:
+                self.buffer.settle(owed[0])      # those not put: stale after a seek, or the session stopped
+            # the stream's rate is the larger stage's; the first frame waits for both
+            self._note_chunk(count, max(begun_s, rendered_s), begun_s + first_s, begun_s + rendered_s)
+        if not self.stage.submit(finish, lambda: self._stop):
+            self.buffer.settle(count)
+            return count
+        self.rollout.session.between_chunks()
+        return count
+
+    def _after_take(self) -> None:
+        if self.loop_playback and self._at_end():
+            self.rollout.seek(0)  # now, so a switch applied next lands on the frame played next
+
+    def _note_chunk(self, count: int, period_s: float, first_s: float, rendered_s: float) -> None:
+        self.buffer.note_production(count, period_s, first_s)
+        if self.observer is not None:
+            self.observer.chunk_rendered(rendered_s)
 
     def _engine_frame_ready(self) -> bool:
         source = self.rollout.source
@@ -185,12 +236,14 @@ class SessionWorker:
 
     # ---- the hand-over -----------------------------------------------------------------------------------
 
-    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float) -> tuple[float, float]:
+    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float, seeks: int,
+                         owed: list[int] | None = None) -> tuple[float, float]:
         """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
         it is decoded); → (the seconds spent rendering, not waiting for the hand-over; those until the first part
-        was ready). After a seek the rest of the chunk is stale: still rendered (so the session's state stays
-        whole), not handed over."""
-        seeks, render_s, first_s = self._seeks, 0.0, None
+        was ready). After a seek (counted from `seeks`, the count when the chunk was taken) the rest of the chunk
+        is stale: still rendered (so the session's state stays whole), not handed over. `owed`: on the second
+        stage, the chunk's frames promised to the buffer and not put yet (counted down)."""
+        render_s, first_s = 0.0, None
         while True:
             t = time.perf_counter()
             part = next(parts, None)
@@ -200,10 +253,10 @@ class SessionWorker:
             if part is None:
                 return render_s, first_s
             if self._seeks == seeks and not self._stop:
-                self._hand_over(part, rendered_at, rendered_wall)
+                self._hand_over(part, rendered_at, rendered_wall, seeks, owed)
 
-    def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float) -> None:
-        seeks = self._seeks
+    def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float, seeks: int,
+                   owed: list[int] | None) -> None:
         self.latest_frame = chunk[-1]
         take = self.takes.recorder
         for f in chunk:
@@ -211,24 +264,27 @@ class SessionWorker:
             if self.sink is not None:
                 self.sink(f, rgb)                # first: the engine waits for it, the watchers' video does not
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            item = OutgoingFrame(f.index, video, rendered_at, _frame_info(f, rendered_wall))
+            item = OutgoingFrame(f.index, video, rendered_at, frame_info(f, rendered_wall))
             if self.sink is not None:
                 self._put_newest(item)
-            elif not self._put(item, seeks):
+            elif not self._put(item, seeks, owed):
                 return
             if take is not None:   # what was handed to the viewer, in that order
                 take.add(f.gbuffer, rgb, f.conditioning, f.index)
 
-    def _put(self, item: OutgoingFrame, seeks: int) -> bool:
+    def _put(self, item: OutgoingFrame, seeks: int, owed: list[int] | None) -> bool:
         """Wait for room in the hand-over; False when the session stops or a seek made the chunk stale."""
-        while not self.buffer.put(item, timeout=0.05):
+        while not self.buffer.put(item, timeout=0.05, settles=owed is not None):
             if self._stop or self.buffer.closed:
                 return False
-            # Commands only change what the *next* chunk renders, so they can apply while this one drains;
-            # after a seek the rest of this chunk is stale.
-            self._apply_commands()
+            # Commands only change what the *next* chunk renders, so they can apply while this one drains
+            # (on this thread; the second stage leaves them to it); after a seek the rest of this chunk is stale.
+            if owed is None:
+                self._apply_commands()
             if self._seeks != seeks:
                 return False
+        if owed is not None:
+            owed[0] -= 1
         return True
 
     def _put_newest(self, item: OutgoingFrame) -> None:
@@ -262,13 +318,3 @@ class SessionWorker:
             self.state = "playing"
         return dc.Ack(request="seek", frame=frame)
 
-
-def _frame_info(f: RenderedFrame, rendered_wall: float) -> dict[str, Any]:
-    """What the frame's status says about it (dc.Status)."""
-    info = {"prompts": [{"preset": p.preset, "text": p.text[:80], "weight": round(p.weight, 4)}
-                        for p in f.conditioning.prompts], "label": f.conditioning.label(),
-            "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
-            "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
-    if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
-        info["control"] = f.gbuffer.meta["control"]
-    return info
