@@ -100,6 +100,7 @@ def test_a_live_flash_session_finishes_each_chunk_on_its_second_stage_with_the_f
         for frame in frames:
             writer.write(frame)
 
+    assert not create_renderer("flash", device="cpu", chunk_size=4).open_session(W, H).overlaps_chunks  # opt-in
     session = renderer.open_session(W, H, seed=0)
     assert session.overlaps_chunks
     threads = {"begun": set(), "finished": set()}
@@ -139,3 +140,39 @@ def test_a_live_flash_session_finishes_each_chunk_on_its_second_stage_with_the_f
     for (_, yuv), rgb in zip(got, expected):
         np.testing.assert_array_equal(yuv, _yuv(rgb))
     assert threads == {"begun": {"session-test"}, "finished": {"session-test-finish"}}
+
+
+def test_a_seek_while_a_chunk_is_finished_drops_its_stale_frames_and_the_stream_goes_on_from_the_new_frame(tmp_path):
+    renderer = create_renderer("flash", device="cpu", chunk_size=4, overlap_chunks=True)
+    path = tmp_path / "take.gbuf.zip"
+    with GbufZipWriter(path, fps=30.0) as writer:
+        for frame in random_frames(FRAMES, width=W, height=H, seed=5):
+            writer.write(frame)
+    session = renderer.open_session(W, H, seed=0)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        outbox = Outbox(loop)
+        buffer = FrameBuffer(4, loop, send_period=1 / 30)
+        rollout = Rollout(GbufZipSource(path), LiveTimeline(Schedule.single("polar")), session)
+        worker = SessionWorker("session-seek", rollout, rollout.schedule, buffer, outbox, TakeControl(None, outbox),
+                               stamp=False, loop_playback=False, observer=None, on_ended=lambda: None)
+        worker.start()
+        before, after = [], []
+        while len(before) < 6:
+            before.append((await asyncio.wait_for(buffer.get(), 120)).index)
+            buffer.sent()
+        worker.submit(lambda: worker.seek(12))
+        while len(after) < 4 or after[-4:] != [12, 13, 14, 15]:
+            after.append((await asyncio.wait_for(buffer.get(), 120)).index)
+            buffer.sent()
+        worker.stop()
+        stopped = await loop.run_in_executor(None, worker.join, 30)
+        return before, after, stopped, buffer
+    before, after, stopped, buffer = asyncio.run(run())
+    session.close()
+    assert stopped and before == list(range(6))
+    # what came between the seek and frame 12: frames of the chunks under way then, in order, none after 11
+    stale = after[:-4]
+    assert stale == sorted(stale) and all(6 <= i < 12 for i in stale)
+    assert buffer.drained          # nothing promised is left over after the stale chunk
