@@ -77,7 +77,7 @@ class Rollout:
         """Take the next chunk's frames and their conditioning now (the timeline moves on at once), and return
         (how many, the rendered frames in parts as the renderer produces them: RenderSession.render_stream).
         (0, nothing) when a recorded source is exhausted. The parts must be read to the end."""
-        return self._next_chunk(lambda frames, conds: self.session.render_stream(frames, conds))
+        return self._next_chunk(self.session.render_stream)
 
     def begin_chunk(self) -> tuple[int, Iterator[list[RenderedFrame]]]:
         """As next_chunk_parts, but the session's share of the chunk that the next chunk depends on is done now
@@ -86,7 +86,6 @@ class Rollout:
         return self._next_chunk(self.session.begin_chunk)
 
     def _next_chunk(self, render) -> tuple[int, Iterator[list[RenderedFrame]]]:
-        t0 = time.perf_counter()
         frames = self._take(self.session.chunk_size)
         if not frames:
             return 0, iter(())
@@ -94,6 +93,7 @@ class Rollout:
         start = self.frame_index
         conds = [schedule.conditioning_at(start + i) for i in range(len(frames))]
         self.frame_index += len(frames)
+        t0 = time.perf_counter()
         return len(frames), self._parts(render(frames, conds), frames, conds, start, t0)
 
     @staticmethod

@@ -176,3 +176,11 @@ def test_a_seek_while_a_chunk_is_finished_drops_its_stale_frames_and_the_stream_
     stale = after[:-4]
     assert stale == sorted(stale) and all(6 <= i < 12 for i in stale)
     assert buffer.drained          # nothing promised is left over after the stale chunk
+
+
+def test_a_bad_overlap_chunks_setting_is_one_line_naming_it():
+    from renderer.base import RendererError
+
+    with pytest.raises(RendererError, match=r"^overlap_chunks: .*bool") as caught:
+        create_renderer("flash", device="cpu", overlap_chunks="sometimes")
+    assert "\n" not in str(caught.value)

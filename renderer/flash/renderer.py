@@ -86,9 +86,8 @@ class FlashRenderer(Renderer):
 
     def open_session(self, width: int, height: int, seed: int = 0) -> FlashSession:
         check_size("flash", width, height)
-        session = FlashSession(self.pipeline, width, height, seed, self.chunk_size, self.recache_on_switch)
-        session.overlaps_chunks = self.overlap_chunks
-        return session
+        return FlashSession(self.pipeline, width, height, seed, self.chunk_size, self.recache_on_switch,
+                            self.overlap_chunks)
 
     def describe(self) -> dict:
         p = self.pipeline

@@ -63,7 +63,7 @@ class PreparedChunk:
 
 class FlashSession(RenderSession):
     def __init__(self, pipeline: FlashPipeline, width: int, height: int, seed: int, chunk_size: int,
-                 recache_on_switch: bool = False):
+                 recache_on_switch: bool = False, overlaps_chunks: bool = False):
         check_size("flash", width, height)
         self.pipeline = pipeline
         self.width, self.height, self.seed, self.chunk_size = width, height, seed, chunk_size
@@ -83,7 +83,7 @@ class FlashSession(RenderSession):
         self.latent_frames = 0                       # of the last chunk started (what the tokens ahead are for)
         # begin_chunk's iterator reads only the decoder's state, so a live worker may overlap it with the next
         # chunk; the renderer turns it on where asked (FlashSettings.overlap_chunks)
-        self.overlaps_chunks = False
+        self.overlaps_chunks = overlaps_chunks
         self._cuda = pipeline.device.type == "cuda"
 
     def _noise(self, latent_frames: int) -> torch.Tensor:

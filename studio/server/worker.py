@@ -61,16 +61,14 @@ class SessionWorker:
         self._failed = False            # the session's one fatal error was sent
         self._fail_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        # a second stage for a viewer's session that overlaps chunks (an engine's frames pace its own session)
-        self.overlap = sink is None and rollout.session.overlaps_chunks
-        self.stage: ChunkStage | None = None
+        self.stage: ChunkStage | None = None     # the second stage, once started (start())
         self.set_loop(loop_playback)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.state = "playing"
-        if self.overlap:
+        if self.sink is None and self.rollout.session.overlaps_chunks:   # an engine's frames pace its own session
             self.stage = ChunkStage(f"{self._thread.name}-finish")
         self._thread.start()
 
