@@ -7,8 +7,9 @@ Definition (the page's): the server starts rendering frame k (its wall clock, `r
 message) → Chromium's expected display time of the picture stamped k (requestVideoFrameCallback's
 `expectedDisplayTime`, with the stamp read back from that picture), on the server's clock via the page's
 ping/pong offset. So it covers render, hand-over, pacing, encode, send, the jitter buffer, decode and the
-compositor's next vsync. The breakdown (medians per stage) splits it: render (the renderer, per frame),
-wait (hand-over and pacing until the frame goes to the encoder), encode (the previous frame's, as the status
+compositor's next vsync. The breakdown (medians per stage) splits it: take (the chunk's frames from the
+source: the built-in engine renders them), render (until this frame was rendered and handed over), wait (the
+hand-over and pacing until the frame goes to the encoder: a chunk's later frames wait for their turn), encode (the previous frame's, as the status
 reports it), network (send, packetisation, loopback, until Chromium has the last packet), decode (Chromium's
 processingDuration), display (jitter buffer and the wait for the compositor).
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from bench.harness import CHROMIUM, CHROMIUM_ARGS, parser, studio, write_json
 
-STAGES = ("render", "wait", "encode", "network", "decode", "display")   # latency.js stages()
+STAGES = ("take", "render", "wait", "encode", "network", "decode", "display")   # latency.js stages()
 
 
 def wait_for(page, script: str, timeout: float, what: str):
@@ -110,8 +111,12 @@ def main() -> int:
     ap.add_argument("--drive", type=int, default=0, metavar="N", help="also N key presses: input → photon")
     ap.add_argument("--renderer", default="reference", help="the server's --renderer (flash needs --weights)")
     ap.add_argument("--weights", help="the server's --weights: a flash weights directory")
+    ap.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="passed to the server, e.g. threads=1 for the flash renderer")
     args = ap.parse_args()
-    with studio(2, args.renderer, ["--weights", args.weights] if args.weights else []) as st:
+    options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
+    options += ["--weights", args.weights] if args.weights else []
+    with studio(2, args.renderer, options) as st:
         result = [measure(st.url, args.size, p, args.warmup, args.seconds, args.drive) for p in args.playout.split(",")]
     for row in result:
         print(json.dumps(row))

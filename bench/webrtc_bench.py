@@ -12,7 +12,9 @@ Definitions:
   server CPU           server process user+system CPU seconds per wall second, divided by streams (1.0 = a core)
   where it goes        the server's part of glass-to-glass (chunk start → the frame leaving the track, from the
                        status) and the renderer's (chunk start → the frame's part rendered, its `total` stage):
-                       latency_server_p50_ms, render_p50_ms; the rest is encode, network and the viewer's decode
+                       latency_server_p50_ms, render_p50_ms; the rest is encode, network and the viewer's decode.
+                       take_p50_ms: chunk start → its frames in from the source (the built-in engine renders them);
+                       ready_p50_ms: chunk start → the frame handed over (so the server's share less it is pacing)
   take                 with --takes off,on each row runs once plain and once recording a take per stream
 
     python -m bench.webrtc_bench --sizes 416x224,832x448 --streams 1,2,4
@@ -43,7 +45,9 @@ def server_split_ms(viewer: StudioViewer, since: float) -> dict:
     statuses = [m for m in viewer.statuses() if m["rendered_wall"] >= since]
     median = lambda xs: round(float(np.median(xs)), 1) if xs else None
     return {"latency_server_p50_ms": median([m["latency_ms"] for m in statuses]),
-            "render_p50_ms": median([m["stages_ms"]["total"] for m in statuses if "total" in m["stages_ms"]])}
+            "render_p50_ms": median([m["stages_ms"]["total"] for m in statuses if "total" in m["stages_ms"]]),
+            "take_p50_ms": median([m["take_ms"] for m in statuses]),
+            "ready_p50_ms": median([m["ready_ms"] for m in statuses])}
 
 
 def latencies_ms(viewer: StudioViewer, since: float) -> list[float]:

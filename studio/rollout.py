@@ -47,6 +47,7 @@ class Rollout:
         self.session = session
         self.frame_index = source.position if isinstance(source, RecordedSource) else 0
         self._frames: Iterator[GBufferFrame] = iter(source)
+        self.take_s = 0.0   # how long the last chunk's frames took to come from the source (a live engine renders them)
 
     @property
     def recorded(self) -> bool:
@@ -86,7 +87,9 @@ class Rollout:
         return self._next_chunk(self.session.begin_chunk)
 
     def _next_chunk(self, render) -> tuple[int, Iterator[list[RenderedFrame]]]:
+        taking = time.perf_counter()
         frames = self._take(self.session.chunk_size)
+        self.take_s = time.perf_counter() - taking
         if not frames:
             return 0, iter(())
         schedule = self.schedule

@@ -109,3 +109,24 @@ def test_gallery_timeline_and_free_text_switch_the_flash_sessions_prompt_embeddi
     np.testing.assert_array_equal(picture(texts[0]), pictures[0])       # the same prompt: the same pictures
     for a, b in ((0, 1), (0, 2), (1, 2)):     # random weights: a prompt moves the picture ~0.4 levels on average
         assert np.abs(pictures[a] - pictures[b]).mean() > 0.1, (a, b)
+
+
+def test_each_frames_status_splits_its_latency_into_the_take_the_render_and_the_wait_to_be_sent(studio):
+    """A chunk's frames share its start and its take (the built-in engine renders them then); each frame says when
+    it was handed over (ready_ms, later for a later frame of the chunk) and left (latency_ms, later still)."""
+    async def scenario():
+        async with StudioViewer(studio.url, keep_pixels=False, **SIZE) as viewer:
+            await viewer.wait_until(lambda: len(viewer.statuses()) >= 16, 120, "four chunks of frames sent")
+            return viewer.statuses()
+
+    chunks: dict[float, list[dict]] = {}
+    for status in asyncio.run(scenario()):
+        chunks.setdefault(status["rendered_wall"], []).append(status)
+    whole = [c for c in chunks.values() if len(c) == 4]
+    assert len(whole) >= 2, {k: len(c) for k, c in chunks.items()}
+    for chunk in whole:
+        assert len({s["take_ms"] for s in chunk}) == 1, chunk
+        assert [s["frame"] for s in chunk] == list(range(chunk[0]["frame"], chunk[0]["frame"] + 4))
+        ready = [s["ready_ms"] for s in chunk]
+        assert 0 < chunk[0]["take_ms"] < ready[0] and ready == sorted(ready), chunk
+        assert all(s["ready_ms"] <= s["latency_ms"] for s in chunk), chunk

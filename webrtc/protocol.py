@@ -270,6 +270,8 @@ class Status(_ServerMessage):
     stages_ms: dict[str, float]        # the renderer's, for the whole chunk
     chunk_size: int
     rendered_wall: float               # when rendering the chunk began, Unix seconds
+    take_ms: float                     # from then, until the chunk's frames had come from the source
+    ready_ms: float                    # from then, until this frame was rendered and handed over
     control: dict[str, Any] | None = None   # the built-in engine's steer/throttle/brake for this frame
     fps: float                         # measured send rate
     target_fps: float

@@ -65,12 +65,29 @@ class SessionReports:
         return None if ms is None else round(ms, 2)
 
 
-def frame_info(f: RenderedFrame, rendered_wall: float) -> dict[str, Any]:
-    """What the frame's status says about it (dc.Status)."""
+@dataclass
+class ChunkClock:
+    """A live chunk's start, which its frames' latency counts from (perf_counter, and the same moment as Unix
+    time for the viewer's clock), and how long its frames took to come from the source (set once taken)."""
+
+    started: float
+    wall: float
+    take_s: float = 0.0
+
+    @classmethod
+    def now(cls) -> "ChunkClock":
+        return cls(time.perf_counter(), time.time())
+
+
+def frame_info(f: RenderedFrame, clock: ChunkClock) -> dict[str, Any]:
+    """What the frame's status says about it (dc.Status), as it is handed over: `ready_ms` is now, from the
+    chunk's start, so a viewer can tell the source's take, the render until this frame, and the wait to be sent
+    apart (a chunk's later frames wait for their turn at the stream's rate)."""
     info = {"prompts": [{"preset": p.preset, "text": p.text[:80], "weight": round(p.weight, 4)}
                         for p in f.conditioning.prompts], "label": f.conditioning.label(),
             "stages_ms": {k: round(v, 2) for k, v in f.chunk_timings_ms.items()},
-            "chunk_size": f.chunk_size, "rendered_wall": rendered_wall}
+            "chunk_size": f.chunk_size, "rendered_wall": clock.wall, "take_ms": round(clock.take_s * 1e3, 1),
+            "ready_ms": round((time.perf_counter() - clock.started) * 1e3, 1)}
     if "control" in f.gbuffer.meta:     # the built-in engine: the control this frame was driven with
         info["control"] = f.gbuffer.meta["control"]
     return info

@@ -27,7 +27,7 @@ from studio.schedule.live import LiveTimeline
 from studio.server.chunk_stage import ChunkStage
 from studio.server.metrics import SessionObserver
 from studio.server.outbox import Outbox
-from studio.server.reports import frame_info
+from studio.server.reports import ChunkClock, frame_info
 from studio.server.take_control import TakeControl
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_index
@@ -120,8 +120,8 @@ class SessionWorker:
                     continue   # render just in time: once the frames waiting go out as it renders (commands apply)
                 if self.sink is not None and not self._engine_frame_ready():
                     continue   # an engine's session waits for its next frame here, where commands still apply
-                t0, wall0 = time.perf_counter(), time.time()
-                count = self._begin_in_stages(t0, wall0) if self.stage is not None else self._render(t0, wall0)
+                clock = ChunkClock.now()
+                count = self._begin_in_stages(clock) if self.stage is not None else self._render(clock)
                 if count:
                     continue
                 if self._stop:          # stopped while its source waited for a frame: not the source's end
@@ -144,30 +144,32 @@ class SessionWorker:
             if self.state == "ended":
                 self.on_ended()
 
-    def _render(self, t0: float, wall0: float) -> int:
+    def _render(self, clock: ChunkClock) -> int:
         """One chunk, rendered and handed over on this thread; → its frames (0: the source had none)."""
         count, parts = self.rollout.next_chunk_parts()
+        clock.take_s = self.rollout.take_s
         self._after_take()
         if count:
-            rendered_s, first_s = self._hand_over_parts(parts, t0, wall0, self._seeks)
+            rendered_s, first_s = self._hand_over_parts(parts, clock, self._seeks)
             self._note_chunk(count, rendered_s, first_s, rendered_s)
         return count
 
-    def _begin_in_stages(self, t0: float, wall0: float) -> int:
+    def _begin_in_stages(self, clock: ChunkClock) -> int:
         """Begin a chunk here and hand its rest to the second stage; → its frames (0: the source had none).
         The next chunk's history work follows at once, while the stage decodes this one."""
         seeks = self._seeks
         count, parts = self.rollout.begin_chunk()
+        clock.take_s = self.rollout.take_s
         self._after_take()
         if not count:
             return 0
-        begun_s = time.perf_counter() - t0
+        begun_s = time.perf_counter() - clock.started
         self.buffer.promise(count)
 
         def finish() -> None:
             owed = [count]
             try:
-                rendered_s, first_s = self._hand_over_parts(parts, t0, wall0, seeks, owed)
+                rendered_s, first_s = self._hand_over_parts(parts, clock, seeks, owed)
             finally:
                 self.buffer.settle(owed[0])      # those not put: stale after a seek, or the session stopped
             # the stream's rate is the larger stage's; the first frame waits for both
@@ -234,7 +236,7 @@ class SessionWorker:
 
     # ---- the hand-over -----------------------------------------------------------------------------------
 
-    def _hand_over_parts(self, parts, rendered_at: float, rendered_wall: float, seeks: int,
+    def _hand_over_parts(self, parts, clock: ChunkClock, seeks: int,
                          owed: list[int] | None = None) -> tuple[float, float]:
         """Hand each part over as the renderer produces it (a flash chunk: each latent frame's frames as soon as
         it is decoded); → (the seconds spent rendering, not waiting for the hand-over; those until the first part
@@ -251,10 +253,9 @@ class SessionWorker:
             if part is None:
                 return render_s, first_s
             if self._seeks == seeks and not self._stop:
-                self._hand_over(part, rendered_at, rendered_wall, seeks, owed)
+                self._hand_over(part, clock, seeks, owed)
 
-    def _hand_over(self, chunk: list[RenderedFrame], rendered_at: float, rendered_wall: float, seeks: int,
-                   owed: list[int] | None) -> None:
+    def _hand_over(self, chunk: list[RenderedFrame], clock: ChunkClock, seeks: int, owed: list[int] | None) -> None:
         self.latest_frame = chunk[-1]
         take = self.takes.recorder
         for f in chunk:
@@ -262,7 +263,7 @@ class SessionWorker:
             if self.sink is not None:
                 self.sink(f, rgb)                # first: the engine waits for it, the watchers' video does not
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            item = OutgoingFrame(f.index, video, rendered_at, frame_info(f, rendered_wall))
+            item = OutgoingFrame(f.index, video, clock.started, frame_info(f, clock))
             if self.sink is not None:
                 self._put_newest(item)
             elif not self._put(item, seeks, owed):

@@ -39,11 +39,13 @@ export const latency = {
   ping() { this.send({ type: "ping", t: wallNow() }); },
   noteRendered(m) {
     if (m.rendered_wall === undefined) return;
-    const render = (m.stages_ms?.total ?? 0) / (m.chunk_size || 1);
+    // From the chunk's start: its frames came from the source (take), this frame was rendered and handed over
+    // (ready), it left the studio's pacing to the encoder (latency). A chunk's later frames wait for their turn.
+    const take = m.take_ms ?? 0, ready = m.ready_ms ?? take;
     // began: the server's wall ms its render started; sent: when it left the studio's pacing, to the encoder
     this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, sent: m.rendered_wall * 1e3 + m.latency_ms,
-                                         render, wait: m.latency_ms - render, encode: m.encode_ms,
-                                         control: m.control });
+                                         take, render: ready - take, wait: m.latency_ms - ready,
+                                         encode: m.encode_ms, control: m.control });
     if (this.rendered.size > RENDERED_KEPT) this.rendered.delete(this.rendered.keys().next().value);
   },
   onPong(m) {
@@ -88,7 +90,7 @@ export const latency = {
     if (meta.receiveTime === undefined) return null;
     const received = performance.timeOrigin + meta.receiveTime, decode = (meta.processingDuration ?? 0) * 1e3;
     const encode = frame.encode ?? 0;
-    return { render: frame.render, wait: frame.wait, encode, network: received + offset - frame.sent - encode,
+    return { take: frame.take, render: frame.render, wait: frame.wait, encode, network: received + offset - frame.sent - encode,
              decode, display: performance.timeOrigin + meta.expectedDisplayTime - received - decode };
   },
   // The stamp of the picture on screen now, or null: row 0 holds the bits (white = 1), row 1 the same inverted.
