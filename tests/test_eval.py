@@ -272,3 +272,22 @@ def test_stream_metrics_average_what_each_frame_scores():
     summary = m.summary()
     assert summary["psnr"] == pytest.approx(np.mean([peak_signal_noise_ratio(t, o, data_range=255)
                                                      for o, t in pairs]), abs=1e-3)
+
+
+def test_renderer_options_set_what_the_model_under_test_runs_and_bad_ones_get_one_line(random_weights, worlds,
+                                                                                      tmp_path, capsys):
+    """A live setting (fewer steps, one-latent chunks) is scored by the same eval; the JSON says what ran."""
+    runs = {}
+    for name, options in (("default", []), ("live", ["--renderer-option", "num_steps=1",
+                                                     "--renderer-option", "chunk_size=4"])):
+        report = tmp_path / f"{name}.json"
+        assert cli("eval", random_weights, worlds["held_a"], "--frames", 8, "--json", report, *options) == 0
+        runs[name] = json.loads(report.read_text())
+    assert (runs["default"]["renderer"]["num_steps"], runs["live"]["renderer"]["num_steps"]) == (4, 1)
+    assert runs["live"]["renderer"]["chunk_size"] == 4
+    assert runs["live"]["overall"]["psnr"] != runs["default"]["overall"]["psnr"]      # it rendered otherwise
+    for bad, says in (("num_steps=0", "num_steps"), ("weights=/elsewhere", "weights is eval's own"),
+                      ("nonsense=1", "nonsense"), ("num_steps", "not KEY=VALUE")):
+        assert cli("eval", random_weights, worlds["held_a"], "--renderer-option", bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--renderer-option" in err and says in err and "\n" not in err, (bad, err)

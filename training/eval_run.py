@@ -61,6 +61,7 @@ class EvalOptions:
     paraphrase_frames: int = 32
     eight_worlds: bool = True
     rollout_frames: int | None = None            # None: the whole schedule (637 frames)
+    renderer_options: dict = field(default_factory=dict)   # FlashSettings for the model under test (num_steps=2)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class Evaluation:
         self.o = o
         o.styles = [style_name(s) for s in o.styles] if o.styles else None
         self.renderer = renderer or create_renderer("flash", weights=o.weights, device=o.device,
-                                                    unknown_prompt="presets")
+                                                    unknown_prompt="presets", **o.renderer_options)
         self.reference = create_renderer("reference") if (o.baselines or o.styles) else None
         trained_on = {Path(n).resolve() for n in named_training_recordings(o.weights)}
         for p in map(Path, o.recordings):

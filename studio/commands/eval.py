@@ -10,9 +10,9 @@ which style each frame shows, held-out paraphrases and the eight-worlds rollout 
 `--baselines` scores on the same frames: albedo passthrough, the reference renderer's `original`, `per_pixel`
 (a quadratic per-pixel map fitted on the training recordings, never on a test one) and `codec` (the model's RGB
 codec on the target: a latent model's ceiling). `--noise-seeds N` streams every task with N noise seeds (mean
-and spread). LPIPS, CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`,
-`--clip-weights`, `--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is
-ever downloaded. `--side-by-side` writes an MP4 per recording (and style): G-buffer albedo | target | output.
+and spread). `--renderer-option KEY=VALUE` runs the model with a live session's settings (num_steps=2). LPIPS,
+CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`,
+`--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded. `--side-by-side` writes an MP4 per recording (and style): G-buffer albedo | target | output.
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--side-by-side", nargs="?", const="", metavar="DIR",
                    help="write <recording>[.<style>].side-by-side.mp4 (albedo | target | output) into DIR "
                         "(default: beside --json, else the current directory)")
+    p.add_argument("--renderer-option", action="append", metavar="KEY=VALUE",
+                   help="flash setting for the model under test, repeatable, as serve takes it: e.g. the live "
+                        "settings chunk_size=4 num_steps=2 (the JSON's renderer block says what ran)")
     p.add_argument("--baselines", action="store_true",
                    help="also score albedo passthrough, reference/original, per_pixel and codec")
     p.add_argument("--fit", nargs="+", metavar="RECORDING",
@@ -118,6 +121,18 @@ def _options(a):
                        frames=a.frames, codec=a.codec, seed=a.seed, device=a.device)
 
 
+def _renderer_options(items: list[str] | None) -> dict:
+    from studio.commands._args import check_renderer_options, parse_renderer_options
+
+    options = parse_renderer_options(items)
+    for key in ("weights", "device", "unknown_prompt"):
+        if key in options:
+            raise ArgumentError(f"{key} is eval's own (WEIGHTS_DIR, --device; free text falls back to the "
+                                "nearest presets)", "--renderer-option")
+    check_renderer_options("flash", options)
+    return options
+
+
 def _write(a, result: dict, table: str) -> None:
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2))
@@ -138,6 +153,7 @@ def run_eval(a) -> int:
         if value is not None and value < 1:
             raise ArgumentError(f"must be at least 1, got {value}", flag)
     o = _options(a)
+    o.renderer_options = _renderer_options(a.renderer_option)
     o.baselines, o.fit, o.noise_seeds = a.baselines, a.fit, a.noise_seeds
     o.paraphrases, o.paraphrase_frames = not a.no_paraphrases, a.paraphrase_frames
     o.eight_worlds, o.rollout_frames = not a.no_eight_worlds, a.rollout_frames
