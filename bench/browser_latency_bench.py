@@ -9,9 +9,9 @@ message) → Chromium's expected display time of the picture stamped k (requestV
 ping/pong offset. So it covers render, hand-over, pacing, encode, send, the jitter buffer, decode and the
 compositor's next vsync. The breakdown (medians per stage) splits it: take (the chunk's frames from the
 source: the built-in engine renders them), render (until this frame was rendered and handed over), wait (the
-hand-over and pacing until the frame goes to the encoder: a chunk's later frames wait for their turn), encode (the previous frame's, as the status
-reports it), network (send, packetisation, loopback, until Chromium has the last packet), decode (Chromium's
-processingDuration), display (jitter buffer and the wait for the compositor).
+hand-over and pacing until the frame goes to the encoder: a chunk's later frames wait for their turn), encode
+(the previous frame's, as the status reports it), network (send, packetisation, loopback, until Chromium has
+the last packet), decode (Chromium's processingDuration), display (jitter buffer and the wait for the compositor).
 
 With `--drive N` it then measures drive input → photon: the page takes the wheel (a click on the picture), and
 N times presses and releases the left arrow (half a second each). Each key event counts from the moment the page

@@ -12,7 +12,8 @@ which style each frame shows, held-out paraphrases and the eight-worlds rollout 
 codec on the target: a latent model's ceiling). `--noise-seeds N` streams every task with N noise seeds (mean
 and spread). `--renderer-option KEY=VALUE` runs the model with a live session's settings (num_steps=2). LPIPS,
 CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`,
-`--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded. `--side-by-side` writes an MP4 per recording (and style): G-buffer albedo | target | output.
+`--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded.
+`--side-by-side` writes an MP4 per recording (and style): G-buffer albedo | target | output.
 """
 
 from __future__ import annotations

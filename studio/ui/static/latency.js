@@ -90,8 +90,8 @@ export const latency = {
     if (meta.receiveTime === undefined) return null;
     const received = performance.timeOrigin + meta.receiveTime, decode = (meta.processingDuration ?? 0) * 1e3;
     const encode = frame.encode ?? 0;
-    return { take: frame.take, render: frame.render, wait: frame.wait, encode, network: received + offset - frame.sent - encode,
-             decode, display: performance.timeOrigin + meta.expectedDisplayTime - received - decode };
+    return { take: frame.take, render: frame.render, wait: frame.wait, encode,
+             network: received + offset - frame.sent - encode, decode, display: performance.timeOrigin + meta.expectedDisplayTime - received - decode };
   },
   // The stamp of the picture on screen now, or null: row 0 holds the bits (white = 1), row 1 the same inverted.
   readStamp() {
