@@ -59,6 +59,7 @@ class HealthProbe:
         self.url = url.rstrip("/") + "/api/health"
         self.worst_s = 0.0
         self.answers = 0
+        self.first_answer = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="health-probe", daemon=True)
 
@@ -73,6 +74,8 @@ class HealthProbe:
                 took = time.perf_counter() - started
                 self.worst_s = max(self.worst_s, took if ok else max(took, 10.0))
                 self.answers += ok
+                if ok:
+                    self.first_answer.set()
                 self._stop.wait(PROBE_EVERY_S)
 
     def __enter__(self) -> "HealthProbe":
@@ -101,6 +104,8 @@ class Bystander:
         self._frames_at_start = len(self.viewer.frames)
         self.health.__enter__()
         self.lag.__enter__()
+        # A short attack must not end before the prober's first answer, or "never answered" would be a race.
+        assert self.health.first_answer.wait(30), "/api/health never answered before the attack"
         return self
 
     def __exit__(self, *exc) -> None:
