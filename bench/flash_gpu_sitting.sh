@@ -24,3 +24,5 @@ step "batched sessions 1,2,4" 180 \
         --sessions 1,2,4 --chunks 5 --repeats 2 --json "$OUT/flash_batch.json"
 step "one stream with torch.compile" 150 \
     python3 -m bench.flash_gpu --frames 160 --compile --json "$OUT/flash_gpu_compile.json"
+step "profile: one stream and two batched sessions" 150 \
+    python3 -m bench.flash_gpu_profile --json "$OUT/flash_gpu_profile.json"
