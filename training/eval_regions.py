@@ -61,12 +61,13 @@ def recorded_truth(test) -> RecordedTruth:
             for i in range(n):
                 frame = source.read(i)
                 if frame.sun is None:
-                    missing.setdefault("regions", f"{test.name} has no sun mask (record it again with --rgb)")
+                    missing.setdefault("regions", f"{test.name} has no sun mask (`record --rgb` of the built-in engine "
+                                                       "stores one)")
                 else:
                     suns.append(frame.sun)
                 camera = Viewpoint.from_meta(frame.meta, f"{test.name}: frame {i}")
                 if camera is None:
-                    missing.setdefault("warp_error", f"{test.name} has no camera per frame (record it again)")
+                    missing.setdefault("warp_error", f"{test.name} has no camera per frame (`record` stores one)")
                 else:
                     cameras.append(camera)
     except GBufferError as exc:
