@@ -1,5 +1,6 @@
 """`alaya-studio record --engine panda3d --rgb --seed N`: paired drives of a game we did not write, one route per
-seed, each frame with the camera it was drawn from (the warp error of its truth proves the camera is right)."""
+seed, each frame with the camera it was drawn from (the warp error of its truth proves the camera is right) and
+the sun mask from the scene's shadow map (the lit frame is darker where it says shadow)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def test_each_seed_is_its_own_paired_drive_with_a_camera_per_frame(drives):
             assert source.paired and source.metadata["engine"] == "panda3d" and source.metadata["seed"] == seed
             frames = list(source)
         assert all(f.rgb is not None and f.meta["route_seed"] == seed and "camera" in f.meta for f in frames)
+        assert source.has_sun and all(f.sun.shape == (H, W) for f in frames)
+        shadow = np.stack([f.sun < 128 for f in frames])
+        surface = np.stack([f.channel("depth")[..., 0] > 0 for f in frames])
+        luma = np.stack([f.rgb.astype(float).mean(axis=-1) for f in frames])
+        assert 0.01 < (shadow & surface).mean() < 0.6
+        assert luma[shadow & surface].mean() < 0.7 * luma[~shadow & surface].mean()
         start, end = np.array(frames[0].meta["position"]), np.array(frames[-1].meta["position"])
         assert np.hypot(*(end - start)[:2]) > 1.0                          # the car drove
         ends[seed] = (end, frames[-1].rgb)
@@ -47,7 +54,7 @@ def test_each_seed_is_its_own_paired_drive_with_a_camera_per_frame(drives):
 def test_the_recorded_camera_reprojects_the_drive_onto_itself(drives):
     test = open_held_out(drives[2], None, None)
     truth = recorded_truth(test)
-    assert "warp_error" not in truth.missing and "has no sun mask" in truth.missing["regions"]
+    assert truth.missing == {}
     pair_warps = warps(test.gbuffer(), truth.cameras)
     assert np.mean([w.valid.mean() for w in pair_warps]) > 0.5
     rgb = test.rgb()
@@ -57,7 +64,7 @@ def test_the_recorded_camera_reprojects_the_drive_onto_itself(drives):
 
 def test_without_rgb_the_drive_is_unpaired_and_a_bad_seed_is_one_line(tmp_path, capsys):
     with open_sequence(record(tmp_path / "plain.gbuf.zip", 1)) as source:
-        assert not source.paired and "camera" in source.read(0).meta
+        assert not source.paired and not source.has_sun and "camera" in source.read(0).meta
     capsys.readouterr()
     assert main(["record", "--engine", "panda3d", "--seed", "-1", "--frames", "2", "-o",
                  str(tmp_path / "bad.gbuf.zip")]) == 2

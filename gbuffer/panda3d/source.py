@@ -18,7 +18,8 @@ CRUISE = PlayerInput(steer=0.25, throttle=0.35)
 
 class Panda3DSource(LiveSource):
     """Unbounded frames of the Panda3D scene. Physics ticks at 60 Hz; each frame advances the ticks that fall
-    inside it. Every frame carries `rgb`, the engine's lit frame drawn in the same pass as the G-buffer.
+    inside it. Every frame carries `rgb`, the engine's lit frame drawn in the same pass as the G-buffer, and `sun`,
+    where its sun's shadow map lets the sun reach (frame.sun).
 
     `cruise`: drive the circle until the first `apply_input` (a driver takes over for good).
     `seed`: drive that seed's route instead (gbuffer/panda3d/route.py), for recordings; inputs are then ignored.
@@ -79,9 +80,10 @@ class Panda3DSource(LiveSource):
         self.advance()
         self.gbuffer.draw()
         data, rgb = self.gbuffer.read()
+        sun = self.gbuffer.sun_mask()
         view, projection = self.scene.view_projection(self.fov_y_deg, self.width / self.height)
         meta = {**self.state(), CAMERA_KEY: Viewpoint(view, projection).to_meta()}
-        return GBufferFrame(i, i / self.fps, data, meta, rgb)
+        return GBufferFrame(i, i / self.fps, data, meta, rgb, sun)
 
     def state(self) -> dict[str, Any]:
         route = {} if self.route is None else {"route_seed": self.route.seed}

@@ -123,7 +123,7 @@ def run(args) -> int:
     with engine:
         frames = islice(engine, args.frames)
         if args.engine == "panda3d" and not args.rgb:         # its pass always draws the lit frame
-            frames = (replace(f, rgb=None) for f in frames)
+            frames = (replace(f, rgb=None, sun=None) for f in frames)
         frames = _progress(frames, args.frames)
         if kind == "npy":
             written = write_npy_windows(frames, path)
