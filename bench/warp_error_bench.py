@@ -1,8 +1,10 @@
 """Warp error of the recorded truth against the same frames shuffled or frozen: how much the measure separates a
-temporally consistent sequence from one that is not (training/eval_regions.py). Records drives of the built-in
-engine with `record --rgb` (beauty pass, sun mask and camera per frame), then reprojects frame t-1 into t.
+temporally consistent sequence from one that is not (training/eval_regions.py). Records drives with
+`record --rgb` (beauty pass, sun mask and camera per frame) of the built-in engine or Panda3D's scene, then
+reprojects frame t-1 into t.
 
-    python -m bench.warp_error_bench [--seeds 3 4 5] [--frames 64] [--size 160x96] [--json out.json]
+    python -m bench.warp_error_bench [--engine demo|panda3d] [--seeds 3 4 5] [--frames 64] [--size 160x96]
+                                     [--json out.json]
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ def measure(path: Path, seed: int) -> dict:
             "shadow_fraction": round(float(masks["shadow"].sum() / max(surface, 1)), 4)}
 
 
-def run(seeds: list[int], frames: int, width: int, height: int) -> list[dict]:
+def run(seeds: list[int], frames: int, width: int, height: int, engine: str = "demo") -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             path = Path(tmp) / f"seed{seed}.gbuf.zip"
-            assert main(["record", "--frames", str(frames), "--size", f"{width}x{height}", "--seed", str(seed),
+            assert main(["record", "--engine", engine, "--frames", str(frames), "--size", f"{width}x{height}", "--seed", str(seed),
                          "--rgb", "-o", str(path)]) == 0
             rows.append(measure(path, seed))
     return rows
@@ -47,14 +49,15 @@ def run(seeds: list[int], frames: int, width: int, height: int) -> list[dict]:
 
 def cli() -> None:
     p = parser(__doc__)
+    p.add_argument("--engine", choices=("demo", "panda3d"), default="demo")
     p.add_argument("--seeds", type=int, nargs="+", default=[3, 4, 5])
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--size", type=size, default=(160, 96))
     a = p.parse_args()
-    rows = run(a.seeds, a.frames, *a.size)
+    rows = run(a.seeds, a.frames, *a.size, a.engine)
     print_table(rows, [("seed", "seed"), ("frames", "frames"), ("truth", "truth"), ("shuffled", "shuffled"),
                        ("frozen", "frozen"), ("seen twice", "seen_twice"), ("shadow", "shadow_fraction")])
-    write_json(a.json, {"size": list(a.size), "frames": a.frames, "rows": rows})
+    write_json(a.json, {"engine": a.engine, "size": list(a.size), "frames": a.frames, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import numpy as np
 
 from gbuffer.input import PlayerInput
 
+SETTLE_S = 2.0      # the car is dropped at the start; a recording begins once it rests on the ground
+
 
 class SeededRoute:
     """`control(tick)` → the PlayerInput of that physics tick; `heading_deg` is where the car starts facing."""

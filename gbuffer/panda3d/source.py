@@ -28,7 +28,7 @@ class Panda3DSource(LiveSource):
     def __init__(self, width: int = 416, height: int = 224, fps: float = 30, cruise: bool = True,
                  seed: int | None = None):
         from gbuffer.panda3d.gbuffer_pass import FOV_Y_DEG, GBufferPass
-        from gbuffer.panda3d.route import SeededRoute
+        from gbuffer.panda3d.route import SETTLE_S, SeededRoute
         from gbuffer.panda3d.scene import TICK_HZ, DrivingScene
 
         self.width, self.height, self.fps, seed_checked = check_engine_options(width, height, fps,
@@ -41,6 +41,8 @@ class Panda3DSource(LiveSource):
         if self.route is not None:
             self.scene.start_heading_deg = self.route.heading_deg
             self.scene.reset()
+            for _ in range(int(SETTLE_S * TICK_HZ)):        # not counted in `ticks`: the route starts after
+                self.scene.step(PlayerInput())
         self.gbuffer = GBufferPass(self.scene.root, self.width, self.height)
         self.scene.attach_camera(self.gbuffer.camera)
         self.frame_index = 0
