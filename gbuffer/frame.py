@@ -47,23 +47,41 @@ def check_rgb_array(rgb: Any, size: tuple[int, int], where: str = "frame") -> np
     return rgb
 
 
+def check_sun_array(sun: Any, size: tuple[int, int], where: str = "frame") -> np.ndarray:
+    """Validate a frame's sun-visibility mask `uint8 (H, W)` at the G-buffer's (H, W); raise GBufferError."""
+    if not isinstance(sun, np.ndarray) or sun.dtype != np.uint8:
+        got = sun.dtype if isinstance(sun, np.ndarray) else type(sun).__name__
+        raise GBufferError(f"sun mask must be a uint8 array, got {got}", where)
+    if sun.shape != tuple(size):
+        raise GBufferError(f"sun mask shape is {tuple(sun.shape)}, expected ({size[0]}, {size[1]}) "
+                           f"(the G-buffer's size)", where)
+    return sun
+
+
 @dataclass
 class GBufferFrame:
     """One G-buffer frame: `data` is uint8 (5, H, W, 3) in `CHANNELS` order; timestamp in seconds.
 
     `rgb` is the optional paired ground truth, uint8 (H, W, 3): the engine's own lit image of the same frame
-    (what a renderer learns to produce). Sources fill it only when the recording or feed carries one."""
+    (what a renderer learns to produce). Sources fill it only when the recording or feed carries one.
+
+    `sun` is the optional sun visibility of that lit image, uint8 (H, W): 255 where the sun reaches the
+    surface (and sky), 0 in shadow or on a face turned away from the sun, between at a shadow's soft edge. It
+    comes from the shadow map the beauty pass draws, so eval can score shadowed and lit pixels apart."""
 
     index: int
     timestamp: float
     data: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     rgb: np.ndarray | None = None
+    sun: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         check_frame_array(self.data, f"frame {self.index}")
         if self.rgb is not None:
             check_rgb_array(self.rgb, self.data.shape[1:3], f"frame {self.index}")
+        if self.sun is not None:
+            check_sun_array(self.sun, self.data.shape[1:3], f"frame {self.index}")
 
     @property
     def height(self) -> int:

@@ -28,6 +28,7 @@ from training.baselines import PerPixelFit, PerPixelMap, codec_reconstruction
 from training.data import DEFAULT_PROMPT, load_recording, prompt_for
 from training.errors import TrainingError
 from training.eval_frames import HeldOutRecording, open_held_out
+from training.eval_regions import context_blocks
 from training.eval_prompt_control import PARAPHRASES, StyleAccuracy, nearest_style, segment_report
 from training.metrics import StreamMetrics
 from training.style_targets import ORIGINAL, gbuffer_frames, style_frames, style_name
@@ -345,6 +346,7 @@ class Evaluation:
                                   "per_seed": [{"seed": s, **{k: m.summary()[k] for k in SPREAD_KEYS}}
                                                for s, m in per_seed.items()]},
                   "baselines": self._baselines(base), "not_computed": dict(self.not_computed)}
+        result.update(context_blocks(self, result["not_computed"]))     # regions and warp_error
         if self.fit_info is not None:
             result["per_pixel_fit"] = self.fit_info
         if control is not None:

@@ -31,6 +31,12 @@ _WINDOW = _gaussian_window()
 
 def ssim(a: np.ndarray, b: np.ndarray) -> float:
     """SSIM of two uint8 (H, W, 3) images (valid region, separable Gaussian filter)."""
+    return float(ssim_map(a, b).mean())
+
+
+def ssim_map(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-window SSIM of two uint8 (H, W, 3) images, the channels' mean: float64 (H - k + 1, W - k + 1) for the
+    window side k, the window centred on pixel (i + k // 2, j + k // 2) (scoring a region of the image)."""
     x = torch.from_numpy(a).permute(2, 0, 1).unsqueeze(1).double()       # (3, 1, H, W)
     y = torch.from_numpy(b).permute(2, 0, 1).unsqueeze(1).double()
     side = min(x.shape[-2:])
@@ -43,7 +49,7 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
     mx, my = blur(x), blur(y)
     vx, vy, cxy = blur(x * x) - mx ** 2, blur(y * y) - my ** 2, blur(x * y) - mx * my
     s = ((2 * mx * my + SSIM_C1) * (2 * cxy + SSIM_C2)) / ((mx ** 2 + my ** 2 + SSIM_C1) * (vx + vy + SSIM_C2))
-    return float(s.mean())
+    return s.mean(dim=(0, 1)).numpy()
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,5 +1,8 @@
 """The beauty pass: the engine's own lit RGB image of a frame, drawn in the G-buffer pass as a sixth target.
 
+With it the pass writes the sun's visibility (a seventh target, `frame.sun`): what the shadow map decided per
+pixel, so eval can score shadowed and lit pixels apart (training/eval_regions.py).
+
 It holds what the five G-buffer channels alone do not, so a renderer trained on pairs has something real to
 learn: sun shadows from a shadow map, a sky with a sun disc, distance fog, and GGX specular from
 metallic/roughness (plus image-based ambient and a glow on lava). Lighting is done in linear light (the
@@ -34,6 +37,7 @@ uniform vec3 sun_colour;
 uniform vec3 sky_zenith;
 uniform vec3 sky_horizon;
 layout(location = 5) out vec3 o_beauty;
+layout(location = 6) out float o_sun;   // sun visibility (frame.sun): the shadow map's verdict, 1 = lit
 vec3 sky_colour(vec3 dir) {
     float up = clamp(dir.y, 0.0, 1.0);
     vec3 c = mix(sky_horizon, sky_zenith, sqrt(up));
@@ -86,10 +90,12 @@ OBJECT_MAIN = """
     vec3 direct = (base * (1.0 - metallic) / 3.14159 + ggx * vis * fresnel) * sun_colour * ndl * 3.14159;
     vec3 ambient = base * (1.0 - metallic) * mix(sky_horizon, sky_zenith, n.y * 0.5 + 0.5) * 0.45
                  + f0 * sky_colour(reflect(-v, n)) * (1.0 - roughness) * 0.6;
-    vec3 lit = ambient + direct * sunlit(v_world, n);
+    float sun_visible = ndl > 0.0 ? sunlit(v_world, n) : 0.0;    // facing away: no sun, whatever the map says
+    vec3 lit = ambient + direct * sun_visible;
     if (pattern == %(LAVA)d && albedo.r > 0.5) lit += base * 2.5;      // molten rock glows
     lit = mix(lit, sky_horizon, 1.0 - exp(-fog_density * v_distance));
     o_beauty = to_display(lit);
+    o_sun = sun_visible;
 """
 
 SKY_DECLARATIONS = COMMON + """
@@ -102,6 +108,7 @@ SKY_MAIN = """
     vec4 far = inv_view_proj * vec4(ndc, 1.0, 1.0);
     vec4 near = inv_view_proj * vec4(ndc, -1.0, 1.0);
     o_beauty = to_display(sky_colour(normalize(far.xyz / far.w - near.xyz / near.w)));
+    o_sun = 1.0;
 """
 
 SHADOW_VERTEX = """

@@ -147,6 +147,8 @@ class GBufferRaster:
         self.triangles = (len(vertices) + self._kart_vbo.size // (4 * FLOATS_PER_VERTEX)) // 3
         size = (self.width, self.height)
         self._targets = [self._own(ctx.texture(size, 3)) for _ in range(NUM_CHANNELS + self.beauty)]
+        if self.beauty:
+            self._targets.append(self._own(ctx.texture(size, 1)))     # sun visibility, grey 8-bit
         self._depth = self._own(ctx.depth_renderbuffer(size))
         self.fbo = self._own(ctx.framebuffer(color_attachments=self._targets, depth_attachment=self._depth))
         self._sky_program = self._own(ctx.program(vertex_shader=shaders.SKY_VERTEX,
@@ -155,6 +157,7 @@ class GBufferRaster:
             self._sky_program[f"sky_{i}"].value = tuple(float(v) for v in value)
         self._sky_vao = self._own(ctx.vertex_array(self._sky_program, []))
         self.proj = perspective(FOV_Y_DEG, self.width / self.height, DEPTH_NEAR_M, DEPTH_FAR_M)
+        self.projection = self.proj.astype(np.float64)    # as recorded (gbuffer/viewpoint.py): NDC y up
         self.proj[1, :] *= -1.0  # flip y: the first row read back is the top of the image
         self.program["proj"].write(self.proj.T.tobytes())
         if self.beauty:
@@ -188,6 +191,12 @@ class GBufferRaster:
 
     def render_pair(self, view: np.ndarray, kart_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(G-buffer uint8 (5, H, W, 3), beauty uint8 (H, W, 3)) of one frame; needs `beauty=True`."""
+        gbuffer, rgb, _ = self.render_lit(view, kart_model)
+        return gbuffer, rgb
+
+    def render_lit(self, view: np.ndarray,
+                   kart_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(G-buffer uint8 (5, H, W, 3), beauty uint8 (H, W, 3), sun visibility uint8 (H, W)) of one frame."""
         if not self.beauty:
             raise GBufferError("this raster was built without the beauty pass (beauty=True)", "engine")
         with self.ctx:
@@ -195,7 +204,9 @@ class GBufferRaster:
             gbuffer = self._render(view, kart_model, None)
             rgb = np.empty((self.height, self.width, 3), np.uint8)
             self.fbo.read_into(rgb, attachment=NUM_CHANNELS, components=3, alignment=1)
-        return gbuffer, rgb
+            sun = np.empty((self.height, self.width), np.uint8)
+            self.fbo.read_into(sun, attachment=NUM_CHANNELS + 1, components=1, alignment=1)
+        return gbuffer, rgb, sun
 
     def _shadow_pass(self, view: np.ndarray, kart_model: np.ndarray | None) -> None:
         """Depth from the sun into the shadow map; sets the object shader's lighting uniforms for this view."""

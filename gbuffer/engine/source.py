@@ -16,6 +16,7 @@ from gbuffer.engine.world import World, shared_world
 from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
+from gbuffer.viewpoint import CAMERA_KEY, Viewpoint
 
 MAX_SIZE = 4096
 TELEPORT_M = 5.0  # a kart moving further than this in one tick was put back on the track
@@ -134,7 +135,8 @@ class EngineSource(LiveSource):
     Physics runs at 60 Hz; each frame at `fps` advances the ticks that fall inside it (integer arithmetic,
     so 24 or 30 fps are both exact and deterministic). `frame.meta` holds the kart state after those ticks.
     The GL context is created on the first frame and released by `close()`. With `rgb=True` each frame also
-    carries the engine's beauty pass (`frame.rgb`, gbuffer/engine/beauty.py): paired data for training.
+    carries the engine's beauty pass (`frame.rgb`, gbuffer/engine/beauty.py) and its sun visibility (`frame.sun`):
+    paired data for training. `frame.meta["camera"]` is the camera it was drawn from (gbuffer/viewpoint.py).
     """
 
     name = "engine"
@@ -189,9 +191,13 @@ class EngineSource(LiveSource):
             self._raster = GBufferRaster(self.sim.world, self.width, self.height, beauty=self.rgb)
         s = self.sim.physics.state
         view, kart = self.sim.camera.view_matrix(), kart_model_matrix(s.x, s.y, s.z, s.heading, s.pitch, s.roll)
-        data, rgb = self._raster.render_pair(view, kart) if self.rgb else (self._raster.render(view, kart), None)
+        if self.rgb:
+            data, rgb, sun = self._raster.render_lit(view, kart)
+        else:
+            data, rgb, sun = self._raster.render(view, kart), None, None
         self.frame_index += 1
-        return GBufferFrame(i, i / self.fps, data, self.state(), rgb)
+        meta = {**self.state(), CAMERA_KEY: Viewpoint(view, self._raster.projection).to_meta()}
+        return GBufferFrame(i, i / self.fps, data, meta, rgb, sun)
 
     def __iter__(self) -> Iterator[GBufferFrame]:
         while True:

@@ -5,6 +5,8 @@ Archive layout (every entry stored, not deflated: PNG already compresses):
     frames/000000.png    one frame: the 5 channels stacked vertically, RGB uint8 (5*H, W, 3) in CHANNELS order
     frames/000000.json   that frame's metadata, only when it has any
     rgb/000000.png       that frame's paired RGB image (H, W, 3), only in paired recordings (every frame has one)
+    sun/000000.png       that frame's sun visibility, grey (H, W), only where the engine gives one (every frame has
+                         one; the manifest says "sun": "png-grey8"); older archives have none and still load
     ...
     manifest.json        written last, by close(): see `Manifest` below and docs/formats.md
 
@@ -37,9 +39,11 @@ FORMAT_NAME = "alaya-gbuf"
 FORMAT_VERSION = 1
 FRAME_LAYOUT = "png-rgb8-channels-stacked-vertically"
 RGB_LAYOUT = "png-rgb8"
+SUN_LAYOUT = "png-grey8"
 MANIFEST_NAME = "manifest.json"
 _FRAME_ENTRY = re.compile(r"frames/(\d{6,})\.png")
 _RGB_ENTRY = re.compile(r"rgb/(\d{6,})\.png")
+_SUN_ENTRY = re.compile(r"sun/(\d{6,})\.png")
 
 
 def frame_entry(index: int, suffix: str = "png") -> str:
@@ -48,6 +52,10 @@ def frame_entry(index: int, suffix: str = "png") -> str:
 
 def rgb_entry(index: int) -> str:
     return f"rgb/{index:06d}.png"
+
+
+def sun_entry(index: int) -> str:
+    return f"sun/{index:06d}.png"
 
 
 class Manifest(BaseModel):
@@ -65,6 +73,7 @@ class Manifest(BaseModel):
     channels: list[str] = list(CHANNELS)
     frame_layout: Literal[FRAME_LAYOUT] = FRAME_LAYOUT
     rgb: Literal[RGB_LAYOUT] | None = None          # present when the archive holds paired RGB frames
+    sun: Literal[SUN_LAYOUT] | None = None          # present when every frame has a sun-visibility mask
     created: str = ""                               # ISO 8601 UTC
     format: Literal[FORMAT_NAME] = FORMAT_NAME
     version: StrictInt = FORMAT_VERSION
@@ -140,6 +149,7 @@ class GbufZipWriter(CommitOnExit):
         self.frames_written = 0
         self.size: tuple[int, int] | None = None  # (H, W)
         self.paired = False                       # frames carry rgb (decided by the first frame)
+        self.sunned = False                       # frames carry a sun mask (likewise)
         self._timestamps: list[float] = []
         self._target = AtomicFile(self.path)
         self._tmp = self._target.tmp
@@ -163,13 +173,18 @@ class GbufZipWriter(CommitOnExit):
         meta = _to_json(frame.meta, f"frame {frame.index} metadata", self.where) if frame.meta else None
         i = self.frames_written
         if i == 0:
-            self.paired = frame.rgb is not None
+            self.paired, self.sunned = frame.rgb is not None, frame.sun is not None
         elif (frame.rgb is not None) != self.paired:   # a half-paired recording would be useless for training
             raise GBufferError(f"frame {frame.index} {'has no' if self.paired else 'has an'} rgb image but "
                                f"frame 0 {'has one' if self.paired else 'has none'}", self.where)
+        elif (frame.sun is not None) != self.sunned:
+            raise GBufferError(f"frame {frame.index} {'has no' if self.sunned else 'has a'} sun mask but "
+                               f"frame 0 {'has one' if self.sunned else 'has none'}", self.where)
         entries = [(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))]
         if self.paired:
             entries.append((rgb_entry(i), encode_png(np.ascontiguousarray(frame.rgb))))
+        if self.sunned:
+            entries.append((sun_entry(i), encode_png(np.ascontiguousarray(frame.sun))))
         if meta is not None:
             entries.append((frame_entry(i, "json"), meta))
         self._write_frame_entries(entries)
@@ -202,7 +217,7 @@ class GbufZipWriter(CommitOnExit):
         height, width = self.size
         manifest = Manifest(width=int(width), height=int(height), fps=self.fps, frame_count=self.frames_written,
                             timestamps=self._timestamps, source=self.source, metadata=self.metadata,
-                            rgb=RGB_LAYOUT if self.paired else None,
+                            rgb=RGB_LAYOUT if self.paired else None, sun=SUN_LAYOUT if self.sunned else None,
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         try:
             self._zip.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1, exclude_none=True))
@@ -271,6 +286,11 @@ class GbufZipSource(RecordedSource):
             if lacking := [i for i in range(self.manifest.frame_count) if i not in rgb]:
                 raise GBufferError(f"frame {lacking[0]} has no rgb image ({len(lacking)} of "
                                    f"{self.manifest.frame_count} frames lack one)", where)
+        if self.manifest.sun is not None:
+            sun = {int(m.group(1)) for n in names if (m := _SUN_ENTRY.fullmatch(n))}
+            if lacking := [i for i in range(self.manifest.frame_count) if i not in sun]:
+                raise GBufferError(f"frame {lacking[0]} has no sun mask ({len(lacking)} of "
+                                   f"{self.manifest.frame_count} frames lack one)", where)
         self.width, self.height = self.manifest.width, self.manifest.height
         self.fps = fps_override or float(self.manifest.fps)
         self._retimed = fps_override is not None
@@ -313,13 +333,25 @@ class GbufZipSource(RecordedSource):
             if rgb.shape[:2] != (self.height, self.width):
                 raise GBufferError(f"rgb image is {rgb.shape[1]}x{rgb.shape[0]}, expected "
                                    f"{self.width}x{self.height}", where)
+        sun = None
+        if self.has_sun:
+            sun = decode_png(self._entry(sun_entry(index), index), f"{where} sun")[..., 0].copy()
+            if sun.shape != (self.height, self.width):
+                raise GBufferError(f"sun mask is {sun.shape[1]}x{sun.shape[0]}, expected "
+                                   f"{self.width}x{self.height}", where)
         timestamp = index / self.fps if self._retimed else float(self.manifest.timestamps[index])
-        return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta, rgb)
+        return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta, rgb,
+                            sun)
 
     @property
     def paired(self) -> bool:
         """Every frame carries its paired RGB image."""
         return self.manifest.rgb is not None
+
+    @property
+    def has_sun(self) -> bool:
+        """Every frame carries its sun-visibility mask (`frame.sun`)."""
+        return self.manifest.sun is not None
 
     def close(self) -> None:
         self._zip.close()

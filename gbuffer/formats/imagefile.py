@@ -24,16 +24,16 @@ _DEPTH_NAMES = ("z", "depth", "distance", "y", "r", "v")
 
 
 def encode_png(rgb: np.ndarray, compress_level: int = 1) -> bytes:
-    """uint8 (H, W, 3) → PNG bytes.
+    """uint8 (H, W, 3), or (H, W) for a grey image → PNG bytes.
 
     FFmpeg's encoder with the "up" filter and deflate level 1: about half the CPU time of Pillow's adaptive
     filtering at the same size (bench/formats_bench.py); speed matters more than the last bytes.
     """
     codec = av.CodecContext.create("png", "w")
     codec.height, codec.width = rgb.shape[:2]
-    codec.pix_fmt = "rgb24"
+    codec.pix_fmt = "gray" if rgb.ndim == 2 else "rgb24"
     codec.options = {"pred": "up", "compression_level": str(compress_level)}
-    packets = codec.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24"))
+    packets = codec.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format=codec.pix_fmt))
     return b"".join(bytes(p) for p in packets + codec.encode(None))
 
 

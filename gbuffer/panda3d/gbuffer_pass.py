@@ -19,6 +19,10 @@ from gbuffer.panda3d.display import Panda3DUnavailableError, headless_pipe, pand
 SKY_SRGB = (0.55, 0.72, 0.92)
 FOV_Y_DEG = 55.0
 SUN_WORLD = (0.4, -0.3, 0.85)   # towards the sun, Panda world axes (z up)
+SHADOW_MAP_SIZE = 1024
+SHADOW_HALF_EXTENT_M = 45.0     # the sun's shadow box covers 90 m x 90 m...
+SHADOW_AHEAD_M = 30.0           # ...centred this far ahead of the camera (as the built-in engine's)
+SHADOW_DISTANCE_M = 200.0
 # Pixels with no geometry, per target: sky colour; sky colour; facing the camera; depth 0 (sky), not metallic,
 # fully rough. The same values as the built-in engine's sky.
 _FACING_CAMERA = tuple(float(v) / 255.0 for v in encode_normal(np.array([0.0, 0.0, 1.0])))
@@ -69,10 +73,37 @@ class GBufferPass:
         root.set_shader(core.Shader.make(core.Shader.SL_GLSL, shaders.VERTEX, shaders.fragment_source()), 10)
         root.set_shader_input("sky_colour", core.LVecBase3f(*SKY_SRGB))
         root.set_shader_input("sun_world", core.LVector3f(*SUN_WORLD).normalized())
+        self._sun = self._shadow_caster(core, root)
+
+    def _shadow_caster(self, core, root):
+        """The sun as a shadow-casting directional light: Panda draws its depth map before each frame and hands
+        the shader `p3d_LightSource[0]` (map and view → map matrix); `draw()` keeps its box in front of the view."""
+        light = core.DirectionalLight("alaya-sun")
+        light.set_shadow_caster(True, SHADOW_MAP_SIZE, SHADOW_MAP_SIZE)
+        light.get_lens().set_film_size(2 * SHADOW_HALF_EXTENT_M, 2 * SHADOW_HALF_EXTENT_M)
+        light.get_lens().set_near_far(1.0, 2 * SHADOW_DISTANCE_M)
+        sun = root.attach_new_node(light)
+        root.set_light(sun)
+        return sun
 
     def draw(self) -> None:
         """Render one frame of the scene as it stands."""
+        self._aim_sun()
         self.engine.render_frame()
+
+    def _aim_sun(self) -> None:
+        """Centre the shadow box ahead of the camera, snapped to shadow-map texels so shadows do not shimmer."""
+        core = panda3d_core()
+        parent = self._sun.get_parent()
+        forward = parent.get_relative_vector(self.camera, core.Vec3(0, 1, 0))
+        flat = np.array([forward.x, forward.y, 0.0])
+        flat /= np.linalg.norm(flat) or 1.0
+        eye = self.camera.get_pos(parent)
+        texel = 2 * SHADOW_HALF_EXTENT_M / SHADOW_MAP_SIZE
+        centre = np.round((np.array([eye.x, eye.y, eye.z]) + flat * SHADOW_AHEAD_M) / texel) * texel
+        towards_sun = np.array(SUN_WORLD) / np.linalg.norm(SUN_WORLD)
+        self._sun.set_pos(*(centre + towards_sun * SHADOW_DISTANCE_M))
+        self._sun.look_at(core.Point3(*centre))
 
     def _target(self, i: int) -> np.ndarray:
         """A view (no copy) of target `i` as (H, W, 3) RGB, top row first."""
@@ -94,6 +125,15 @@ class GBufferPass:
         for k, name in enumerate(("depth", "metallic", "roughness")):
             data[CHANNEL_INDEX[name]] = scalars[..., k:k + 1]        # grey: R = G = B
         return data, np.ascontiguousarray(lit)
+
+    def sun_mask(self) -> np.ndarray:
+        """uint8 (H, W) sun visibility of the last draw (frame.sun): the alpha of the scalars target."""
+        texture = self.targets[3]
+        if texture.get_num_components() == 4 and texture.get_component_type() == texture.T_unsigned_byte:
+            image = np.frombuffer(memoryview(texture.get_ram_image()), np.uint8)
+        else:
+            image = np.frombuffer(memoryview(texture.get_ram_image_as("RGBA")), np.uint8)
+        return np.ascontiguousarray(image.reshape(self.height, self.width, 4)[::-1, :, 3])
 
     def close(self) -> None:
         if self.buffer is not None:

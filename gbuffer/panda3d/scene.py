@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from gbuffer.engine.camera import perspective
 from gbuffer.input import PlayerInput
 from gbuffer.panda3d.display import panda3d_core
 
@@ -113,9 +116,9 @@ class DrivingScene:
         wheel.set_roll_influence(0.1)
 
     def reset(self) -> None:
-        """Back to the start, at rest."""
+        """Back to the start, at rest, facing `start_heading_deg` (0 unless a seeded route set it)."""
         body = self.chassis.node()
-        self.chassis.set_pos_hpr(*START, 0, 0, 0)
+        self.chassis.set_pos_hpr(*START, getattr(self, "start_heading_deg", 0.0), 0, 0)
         body.set_linear_velocity(self.core.Vec3(0, 0, 0))
         body.set_angular_velocity(self.core.Vec3(0, 0, 0))
         body.clear_forces()
@@ -156,6 +159,15 @@ class DrivingScene:
         position = behind if snap else self.camera.get_pos() + (behind - self.camera.get_pos()) * 0.25
         self.camera.set_pos(position)
         self.camera.look_at(car.get_pos() + core.Vec3(-2.0 * math.sin(heading), 2.0 * math.cos(heading), 0.8))
+
+    def view_projection(self, fov_y_deg: float, aspect: float) -> tuple:
+        """(view, projection) of the camera in the conventions frames record (gbuffer/viewpoint.py): Panda's
+        camera space (x right, y forward, z up; row vectors) turned into OpenGL's (x right, y up, looking -z)."""
+        lens = self.camera.node().get_lens()
+        camera_to_world = np.array(self.camera.get_mat(self.root), np.float64).T     # column vectors
+        panda_to_gl = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 0], [0, 0, 0, 1]], np.float64)
+        view = panda_to_gl @ np.linalg.inv(camera_to_world)
+        return view, perspective(fov_y_deg, aspect, lens.get_near(), lens.get_far()).astype(np.float64)
 
     def state(self) -> dict:
         p = self.chassis.get_pos()

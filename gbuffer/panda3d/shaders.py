@@ -1,7 +1,8 @@
 """GLSL for Panda3D's one-pass G-buffer: four colour targets written by one fragment shader.
 
-Targets (locations): 0 the lit frame (paired RGB); 1 albedo; 2 view-space normal; 3 (depth, metallic, roughness),
-the three grey channels packed into one target and spread to R = G = B on readback. Every value is encoded in
+Targets (locations): 0 the lit frame (paired RGB); 1 albedo; 2 view-space normal; 3 (depth, metallic, roughness,
+sun visibility), the three grey channels packed into one target and spread to R = G = B on readback, its alpha
+the sun mask (`frame.sun`) from the sun's shadow map (Panda draws it for the shadow-casting light, gbuffer_pass.py). Every value is encoded in
 the shader by the rules of gbuffer/encoding.py (the constants are filled in from there), so the 8-bit targets are
 the channels as they are stored.
 
@@ -45,6 +46,7 @@ uniform struct { vec4 baseColor; float roughness; float metallic; } p3d_Material
 uniform mat4 p3d_ViewMatrix;   // world → eye
 uniform vec3 sun_world;        // towards the sun, world space
 uniform vec3 sky_colour;       // sRGB
+uniform struct { sampler2DShadow shadowMap; mat4 shadowViewMatrix; } p3d_LightSource[1];   // the sun, casting
 in vec3 v_normal;
 in vec3 v_eye;
 in vec2 v_uv;
@@ -74,15 +76,21 @@ void main() {
     float d = a2 / (3.14159 * pow(nh * nh * (a2 - 1.0) + 1.0, 2.0));
     vec3 f0 = mix(vec3(0.04), base, metallic);
     float nl = max(dot(n, sun_dir), 0.0);
+    // The sun's visibility from its shadow map (outside the map's box counts as lit), 0 on faces turned away.
+    vec4 shadow_at = p3d_LightSource[0].shadowViewMatrix * vec4(v_eye + n * 0.08, 1.0);
+    vec3 q = shadow_at.xyz / shadow_at.w;
+    bool mapped = all(greaterThan(q, vec3(0.0))) && all(lessThan(q, vec3(1.0)));
+    float sunlit = nl > 0.0 ? (mapped ? textureProj(p3d_LightSource[0].shadowMap, shadow_at) : 1.0) : 0.0;
     vec3 sky = pow(sky_colour, vec3(2.2));
-    vec3 lit = (1.0 - metallic) * base * (2.2 * nl + 0.35 * sky) + f0 * (d * nl * 0.25 + 0.3 * sky);
+    float sun = nl * sunlit;
+    vec3 lit = (1.0 - metallic) * base * (2.2 * sun + 0.35 * sky) + f0 * (d * sun * 0.25 + 0.3 * sky);
     float fog = 1.0 - exp(-distance * 0.004);
     lit = mix(lit, sky, fog);
 
     o_lit = vec4(pow(lit / (1.0 + lit), vec3(1.0 / 2.2)) * 1.15, 1.0);
     o_albedo = vec4(albedo, 1.0);
     o_normal = vec4(n * 0.5 + 0.5, 1.0);
-    o_scalars = vec4(depth, metallic, roughness, 1.0);
+    o_scalars = vec4(depth, metallic, roughness, sunlit);   // alpha: the sun mask (frame.sun)
 }
 """
 

@@ -1,6 +1,7 @@
 """`alaya-studio record`: record G-buffer frames from the built-in engine, or a Blender scene, to `.gbuf.zip`.
 
     alaya-studio record --engine demo --frames 640 -o demo.gbuf.zip [--size 832x448] [--fps 30] [--seed 0] [--rgb]
+    alaya-studio record --engine panda3d --rgb --seed N --frames 640 -o drive.gbuf.zip [--size 416x224]
     alaya-studio record --blender SCENE.blend [--frames A:B] [--camera NAME] [--engine cycles|eevee] [--samples N]
                         -o OUT.gbuf.zip
 
@@ -9,20 +10,24 @@ A Blender scene renders its animation through bpy (the `engines` extra) with the
 
 An output ending in `/` (or naming an existing directory) gets official `window-NN.npy` files instead.
 `--rgb` also records the engine's beauty pass (its own lit image) beside the G-buffer: paired data for
-`alaya-studio train` (the `rgb/` stream of a .gbuf.zip, `window-NN.rgb.npy` beside each window).
+`alaya-studio train` (the `rgb/` stream of a .gbuf.zip, `window-NN.rgb.npy` beside each window); the built-in
+engine adds its sun mask (`sun/`). Every engine frame records its camera (`frame.meta["camera"]`).
+`--engine panda3d` (the `engines` extra) records Panda3D's scene driving seed N's route (gbuffer/panda3d/route.py):
+paired drives of a game we did not write, one per seed.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
 from gbuffer.size import Size
 from studio.commands._args import ArgumentError
 
-ENGINES = ("demo",)
+ENGINES = ("demo", "panda3d")
 BLENDER_ENGINES = ("cycles", "eevee")
 ENGINE_DEFAULTS = {"size": "832x448", "fps": 30.0, "seed": 0}
 
@@ -30,8 +35,9 @@ ENGINE_DEFAULTS = {"size": "832x448", "fps": 30.0, "seed": 0}
 def register(sub) -> None:
     p = sub.add_parser("record", help="record G-buffer frames from the built-in engine",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--engine", help=f"engine to record: {', '.join(ENGINES)} (autopilot laps; the default), or with "
-                                    f"--blender its renderer: {', '.join(BLENDER_ENGINES)} (default cycles)")
+    p.add_argument("--engine", help=f"engine to record: {', '.join(ENGINES)} (demo: autopilot laps, the default; "
+                                    f"panda3d: a seeded route), or with --blender its renderer: "
+                                    f"{', '.join(BLENDER_ENGINES)} (default cycles)")
     p.add_argument("--frames", help="number of frames to record; with --blender a range A:B (both included; "
                                     "default: the scene's)")
     p.add_argument("--blender", metavar="SCENE.blend", help="render this Blender scene's animation (bpy)")
@@ -107,22 +113,36 @@ def run(args) -> int:
     if not 0 < args.fps <= 60:
         raise ArgumentError(f"must be above 0 and at most 60, got {args.fps:g}", "--fps")
     width, height = Size.parse(args.size, "--size")
-    engine = EngineSource.demo(width, height, fps=args.fps, seed=args.seed, rgb=args.rgb)  # checks the seed
+    if args.engine == "panda3d":
+        engine = _panda3d(width, height, args)
+    else:
+        engine = EngineSource.demo(width, height, fps=args.fps, seed=args.seed, rgb=args.rgb)  # checks the seed
     kind, path = _output_kind(args.output)
 
     source_name = f"engine:{args.engine} seed={args.seed}"
     with engine:
-        frames = _progress(islice(engine, args.frames), args.frames)
+        frames = islice(engine, args.frames)
+        if args.engine == "panda3d" and not args.rgb:         # its pass always draws the lit frame
+            frames = (replace(f, rgb=None, sun=None) for f in frames)
+        frames = _progress(frames, args.frames)
         if kind == "npy":
             written = write_npy_windows(frames, path)
             print(f"wrote {args.frames} frames to {len(written)} window file(s) in {path}", file=sys.stderr)
         else:
-            metadata = {"engine": args.engine, "seed": args.seed, "autopilot": True, "rgb": args.rgb}
+            metadata = {"engine": args.engine, "seed": args.seed, "autopilot": args.engine == "demo",
+                        "route": args.engine == "panda3d", "rgb": args.rgb}
             with GbufZipWriter(path, fps=args.fps, source=source_name, metadata=metadata) as writer:
                 for frame in frames:
                     writer.write(frame)
             print(f"wrote {args.frames} frames to {path}", file=sys.stderr)
     return 0
+
+
+def _panda3d(width: int, height: int, args):
+    """Panda3D's scene on seed `args.seed`'s route (a machine without the extra gets one line saying so)."""
+    from gbuffer.panda3d import Panda3DSource
+
+    return Panda3DSource(width, height, fps=args.fps, seed=args.seed)
 
 
 def run_blender(args) -> int:
