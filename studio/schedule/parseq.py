@@ -31,6 +31,10 @@ from studio.schedule.errors import ScheduleError, warn, within
 from studio.schedule.keyframes import parse_weighted_prompt
 from studio.schedule.model import MAX_FRAMES, PromptSpec, Schedule
 
+# Parseq exports are evaluated frame by frame, so their cost is frames × prompts, not their size in bytes
+# (issue 42: 434 bytes asked for 8 prompts over 1,080,000 frames and held the server for 20-45 s)
+MAX_PARSEQ_FRAMES = 108_000            # one hour at 30 fps
+MAX_PARSEQ_WORK = 500_000              # prompt-frames evaluated (each prompt over each frame)
 TOLERANCE = 1e-6        # weights equal within this are the same (Parseq rounds its weights to 4 digits)
 Blend = dict[tuple[str, str | None], float]     # (prompt text, preset or None) → normalised weight
 
@@ -45,6 +49,7 @@ def schedule_from_parseq(data: dict, *, fps: float | None = None, where: str | N
     options = data.get("options") if isinstance(data.get("options"), dict) else {}
     fps = fps or options.get("output_fps") or 30.0
 
+    _require_affordable(last_frame + 1, len(prompts), where)
     entries = [_Entry(p, f"{field}[{i}]", last_frame, common, common_pos, where) for i, p in enumerate(prompts)]
     if any(e.negative for e in entries) or str(common.get("negative") or "").strip():
         warn("Parseq negative prompts are ignored: the flash model has no negative prompt", where)
@@ -54,6 +59,16 @@ def schedule_from_parseq(data: dict, *, fps: float | None = None, where: str | N
         warn(f"frames {_ranges(stepped)}: overlapping fades that do not line up are not a linear "
              "cross-fade; imported exactly as one-frame steps", where)
     return Schedule.build({"fps": fps, "length": last_frame + 1, "segments": segments}, where)
+
+
+def _require_affordable(frames: int, prompts: int, where: str | None) -> None:
+    """Refuse an export whose frame-by-frame evaluation would cost more than the bounds, before any of it."""
+    if frames > MAX_PARSEQ_FRAMES:
+        raise ScheduleError(f"keyframes: a Parseq export of {frames} frames is longer than this studio imports "
+                            f"({MAX_PARSEQ_FRAMES} frames)", where)
+    if frames * prompts > MAX_PARSEQ_WORK:
+        raise ScheduleError(f"prompts: {prompts} Parseq prompts over {frames} frames is more than this studio "
+                            f"evaluates ({MAX_PARSEQ_WORK} prompt-frames); use fewer prompts or frames", where)
 
 
 def _prompt_list(data: dict, where: str | None) -> tuple[list, str, dict, str]:

@@ -20,6 +20,7 @@ from studio.server.allocator import return_free_memory
 from studio.server.ice import peer_connection, require_relay
 from studio.server.metrics import SessionObserver
 from studio.server.models import OfferAnswer, OfferRequest, SessionOptions
+from studio.server.parsing import PARSERS, ParsersBusy
 from studio.server.planner import SessionPlan, SessionPlanner
 from studio.server.session import LiveSession
 from studio.server.worker import FrameSink
@@ -70,6 +71,14 @@ class SessionManager:
     def plan(self, options: SessionOptions, stamp: bool = False) -> SessionPlan:
         return self.planner.plan(options, stamp)
 
+    async def _plan(self, options: SessionOptions, stamp: bool = False) -> SessionPlan:
+        """plan() off the event loop (issue 42: a schedule from a stranger is parsed on the bounded parse pool)."""
+        try:
+            return await PARSERS.run(self.planner.plan, options, stamp)
+        except ParsersBusy as exc:
+            self.sessions_refused += 1
+            raise StudioFull(str(exc)) from None
+
     def renderer(self, name: str) -> Renderer:
         return self.planner.renderer(name)
 
@@ -94,10 +103,10 @@ class SessionManager:
     async def offer(self, req: OfferRequest, owner: Ownership | None = None) -> OfferAnswer:
         """`owner` (issue 26): the visitor's key and takes; without one only the admin token controls it."""
         offered_at = time.perf_counter()
+        require_video(req.sdp)          # the cheap check first (issue 42): no schedule is parsed for a bad SDP
         self._reserve()
         try:
-            plan = self.plan(req, stamp=req.stamp)
-            require_video(req.sdp)
+            plan = await self._plan(req, stamp=req.stamp)
             session = await self._start(plan, owner, lambda sid: peer_connection(self.settings.ice, sid),
                                         offered_at=offered_at, stamp=req.stamp, loop_playback=req.loop)
             try:
@@ -120,7 +129,7 @@ class SessionManager:
         through its watch link."""
         self._reserve()
         try:
-            plan = self.plan(options)
+            plan = await self._plan(options)
             session = await self._start(plan, owner, None, sink=sink, channel=channel)
             session.encode_with(EncoderSettings.for_session(plan.width, plan.height, plan.fps))
             self._admit(session)
