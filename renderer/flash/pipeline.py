@@ -165,7 +165,9 @@ class FlashPipeline:
             return history_tokens(self.transformer, history)
 
     def _timestep(self, noisy: torch.Tensor, sigma: float, jump_end: float | None) -> torch.Tensor:
-        full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+        def full(value: float) -> torch.Tensor:
+            return torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+
         return self.sampler.timestep_input(full(sigma), None if jump_end is None else full(jump_end))
 
     def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,

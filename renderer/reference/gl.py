@@ -4,10 +4,10 @@ pass reads and writes each pixel once instead of once per torch operation.
 
 One GL context serves the whole process, on a thread of its own: every GL call runs there, so the context is
 never current on two threads, and sessions on many threads (live sessions, the batch thread, offline renders)
-simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame size, for a few
-sizes, and are shared by the sessions of that size, which take turns on the one thread anyway.
-Both caches are bounded (SIZES_KEPT, PROGRAMS_KEPT; least recently used out), so a studio that serves sessions
-for days holds the same GL objects after its thousandth session as after its tenth (issue 29).
+simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame
+size, for a few sizes, and are shared by the sessions of that size, which take turns on the one thread anyway. Both
+caches are bounded (SIZES_KEPT, PROGRAMS_KEPT; least recently used out), so a studio that serves sessions for days
+holds the same GL objects after its thousandth session as after its tenth (issue 29).
 """
 
 from __future__ import annotations
