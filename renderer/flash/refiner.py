@@ -68,7 +68,8 @@ class GBufferRefiner(nn.Module):
         self.context_out = nn.Conv2d(hidden, 3, 1)
         for layer in (self.film, self.context_out):
             nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
+            if layer.bias is not None:        # always: both are built with a bias
+                nn.init.zeros_(layer.bias)
 
     @property
     def looks(self) -> int:
