@@ -9,7 +9,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pyproject's `engines` requirements: `bpy` (without its marker) or the `rest`
 ENGINES_EXTRA = $(BIN)/python -c "import sys, tomllib; reqs = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['engines']; print(' '.join(r.split(';')[0].strip() for r in reqs if r.startswith('bpy') == (sys.argv[1] == 'bpy')))"
 
-.PHONY: setup studio test test-repeat system-packages
+.PHONY: setup studio test test-repeat system-packages lint
 
 system-packages:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -41,3 +41,10 @@ test: setup
 N ?= 10
 test-repeat: setup
 	scripts/test-repeat $(N) $(if $(LOAD),--load,)
+
+# ruff on the parts that are clean so far, then mypy on pyproject's [tool.mypy] files. Still to come (so not here
+# yet): studio, training, tests, docs' examples and gbuffer/panda3d for ruff.
+RUFF_CLEAN := alaya_errors.py app.py bench cluster gbuffer prompt_presets renderer scripts webrtc
+lint: setup
+	$(BIN)/ruff check $(RUFF_CLEAN) --extend-exclude gbuffer/panda3d
+	$(BIN)/mypy

@@ -8,6 +8,7 @@ HTTP 4xx with a JSON body. Anything else that escapes is a bug and may show a tr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -50,7 +51,7 @@ def one_line(exc: ValidationError) -> str:
     return describe_error(exc.errors(include_url=False)[0])
 
 
-def describe_error(err: dict, skip: tuple[str, ...] = ()) -> str:
+def describe_error(err: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
     """One pydantic error dict as a line; `skip` drops location parts (FastAPI's 'body')."""
     kind, message = err["type"], err["msg"]
     loc = location(tuple(p for p in err["loc"]

@@ -91,9 +91,10 @@ def measure(url: str, size: str, playout: str, warmup: float, seconds: float, dr
         finally:
             browser.close()
     g2g = np.asarray(samples, float)
-    return {"size": size, "playout": playout, "seconds": seconds, "samples": len(g2g), "presented_fps": round(len(g2g) / seconds, 1),
-            "sent_fps": round((sent1 - sent0) / seconds, 1),
-            "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1), "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1),
+    return {"size": size, "playout": playout, "seconds": seconds, "samples": len(g2g),
+            "presented_fps": round(len(g2g) / seconds, 1), "sent_fps": round((sent1 - sent0) / seconds, 1),
+            "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1),
+            "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1),
             "g2g_max_ms": round(float(g2g.max()), 1), "server_latency_ms_last": server_ms,
             "stages_p50_ms": {k: round(float(np.median([s[k] for s in shown])), 1) for k in STAGES} if shown else None,
             "clock_offset_ms": round(offset, 2), "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2),

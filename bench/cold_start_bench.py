@@ -5,9 +5,9 @@ Each start runs `python app.py` as a subprocess. As soon as /api/health says `re
 one-off costs paid: renderer, GL contexts and programs, the engine's world, the encoder; the free-text matcher's
 warm-up, in its low-priority child, still under way) one aiortc viewer opens a session on the built-in engine and
 waits for its first picture; then the server is stopped. `--at-first-answer` opens it as soon as /api/health
-answers at all, while the warm-up still runs (a visitor who arrives in the first second). Time to first frame = offer POSTed → first decoded picture, as in
-webrtc_bench. `--load` keeps one core busy for the whole run with a plain busy loop (another Python process
-spinning `while True: pass`), as a second job on the machine would.
+answers at all, while the warm-up still runs (a visitor who arrives in the first second). Time to first frame = offer
+POSTed → first decoded picture, as in webrtc_bench. `--load` keeps one core busy for the whole run with a plain busy
+loop (another Python process spinning `while True: pass`), as a second job on the machine would.
 
     python -m bench.cold_start_bench --starts 5 --size 416x224            # quiet
     python -m bench.cold_start_bench --starts 5 --size 416x224 --load     # one core busy

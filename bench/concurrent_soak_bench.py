@@ -16,8 +16,8 @@ moment: each stream's frames are counted per whole second of its steady part onl
 every stream's first frame (connection set-up, the first keyframe and the first GL programs left out) to 1 s
 before the hang-up (closing left out) — and the stream's FPS is the interquartile mean of those seconds'
 counts (`steady_fps`), so a stall or a burst in a few seconds (a collection, another process) does not move
-it; a round's `fps_per_stream` is the median over its streams (the mean and the slowest beside it). The bar and its definition are
-unchanged: that figure in the last plain round within 10 % of the first.
+it; a round's `fps_per_stream` is the median over its streams (the mean and the slowest beside it). The bar and its
+definition are unchanged: that figure in the last plain round within 10 % of the first.
 Where the K sessions together need more CPU than the machine has (4 sessions at 416x224 on 2 cores: ~11 FPS
 each against a 30 FPS target), every round's FPS is its share of saturated cores, and rounds differ by 10-40 %
 with nothing degrading; there the ratio measures contention. At a size where K sessions hold the target rate

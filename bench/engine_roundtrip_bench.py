@@ -4,9 +4,9 @@
                                            [--in-flight 2] [--format rgb24|jpeg] [--warmup 30] [--json FILE]
 
 A studio subprocess with the reference renderer; each engine (a thread here) connects over the transport, asks
-for its own session (feed protocol 2 over WebSocket; `Open.output` over gRPC, with `serve --grpc-port`), sends synthetic G-buffer frames at --fps (0: one frame in
-flight, the next sent when the last is back; with --fps, a tick is skipped while --in-flight frames are on their
-way) and times each styled frame's return on its receiving thread.
+for its own session (feed protocol 2 over WebSocket; `Open.output` over gRPC, with `serve --grpc-port`), sends synthetic
+G-buffer frames at --fps (0: one frame in flight, the next sent when the last is back; with --fps, a tick is skipped
+while --in-flight frames are on their way) and times each styled frame's return on its receiving thread.
 Per engine: round-trip p50/p95, the styled frames received per second, the renderer's own time per frame (from
 each frame's header), the time in the studio (frame read off the socket → styled frame ready to go back, render
 included, also from the header) and `overhead_p50_ms`, the round trip's median minus the render's: what the

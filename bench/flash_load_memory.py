@@ -63,7 +63,8 @@ def main() -> None:
         rows["eager_fp32_then_bf16"] = measure(args.dir, True)
     for name, r in rows.items():
         print(json.dumps({"load": name, "files_gb": round(files / 1e9, 3),
-                          "baseline_gb": round(r["baseline_bytes"] / 1e9, 3), "peak_gb": round(r["peak_bytes"] / 1e9, 3),
+                          "baseline_gb": round(r["baseline_bytes"] / 1e9, 3),
+                          "peak_gb": round(r["peak_bytes"] / 1e9, 3),
                           "peak_over_files": round(r["peak_bytes"] / files, 3),
                           "added_over_files": round((r["peak_bytes"] - r["baseline_bytes"]) / files, 3),
                           "seconds": round(r["seconds"], 1)}))

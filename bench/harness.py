@@ -46,7 +46,7 @@ def start_server(port: int, max_sessions: int, renderer: str, extra: Sequence[st
         except httpx.TransportError:
             if server.poll() is not None or time.monotonic() > deadline:
                 stop(server)
-                raise SystemExit("the studio did not start")
+                raise SystemExit("the studio did not start") from None
             time.sleep(0.05)
 
 
@@ -166,7 +166,7 @@ def timed_chunks(session, frames: Sequence, conditioning: Callable[[int], Any],
         cond = [conditioning(k)] * len(chunk)
         t = time.perf_counter()
         first = None
-        for result in session.render_stream(chunk, cond):
+        for result in session.render_stream(chunk, cond):  # noqa: B007 - the last result is read after the loop
             first = first if first is not None else time.perf_counter() - t
         seconds = time.perf_counter() - t
         peak = max(peak, result.peak_memory_bytes or 0)

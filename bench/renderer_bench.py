@@ -12,7 +12,8 @@ that cannot be built here (flash not importable, no weights) is skipped with its
 
 Frames are the synthetic G-buffer scene, made before timing; the prompt switches among the report's eight
 styles every 5 chunks, as in its demo; the first --warmup chunks are not timed. FPS = frames / seconds of
-rendering, chunk by chunk as a live session streams them; stage columns are milliseconds per frame (the chunk's stage time / chunk length).
+rendering, chunk by chunk as a live session streams them; stage columns are milliseconds per frame (the chunk's stage
+time / chunk length).
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ def server_split_ms(viewer: StudioViewer, since: float) -> dict:
     """Medians of the server's share of glass-to-glass and of the render itself, for chunks started after
     `since` (Unix seconds)."""
     statuses = [m for m in viewer.statuses() if m["rendered_wall"] >= since]
-    median = lambda xs: round(float(np.median(xs)), 1) if xs else None
+
+    def median(xs: list[float]) -> float | None:
+        return round(float(np.median(xs)), 1) if xs else None
+
     return {"latency_server_p50_ms": median([m["latency_ms"] for m in statuses]),
             "render_p50_ms": median([m["stages_ms"]["total"] for m in statuses if "total" in m["stages_ms"]]),
             "take_p50_ms": median([m["take_ms"] for m in statuses]),

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -47,6 +48,9 @@ class MiniLM:
         bootstrap = _BOOTSTRAP.format(nice=nice, parent=os.getpid())
         self.process = subprocess.Popen([sys.executable, "-c", bootstrap], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env, text=True)
+        assert self.process.stdin is not None and self.process.stdout is not None     # both are pipes
+        self._requests: IO[str] = self.process.stdin
+        self._answers: IO[str] = self.process.stdout
         self._lock = threading.Lock()
         atexit.register(self.close)
         with self._lock:
@@ -63,8 +67,8 @@ class MiniLM:
         """(N, 384) unit vectors."""
         with self._lock:
             try:
-                self.process.stdin.write(json.dumps(texts) + "\n")
-                self.process.stdin.flush()
+                self._requests.write(json.dumps(texts) + "\n")
+                self._requests.flush()
             except (BrokenPipeError, ValueError) as e:      # ValueError: closed
                 raise EmbedderUnavailable(f"the embedding process is gone ({e})") from e
             return np.asarray(self._receive(), np.float32)
@@ -75,12 +79,12 @@ class MiniLM:
             self.process.kill()
             self.process.wait()
         with self._lock:                   # after a reader waiting on the pipe has seen it end
-            for pipe in (self.process.stdin, self.process.stdout):
+            for pipe in (self._requests, self._answers):
                 pipe.close()
 
     def _receive(self):
         try:
-            line = self.process.stdout.readline()
+            line = self._answers.readline()
         except ValueError:          # closed meanwhile
             line = ""
         if not line:

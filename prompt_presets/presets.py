@@ -179,8 +179,10 @@ def _read_file(path: Path) -> list[Preset]:
 def _with_preset_name(message: str, doc: Any) -> str:
     """'presets[3].color: …' → 'presets[3] (foggy).color: …': the name finds the entry faster than its index."""
     m = re.match(r"presets\[(\d+)\]", message)
+    if m is None:
+        return message
     try:
-        name = doc["presets"][int(m.group(1))]["name"] if m else None
+        name = doc["presets"][int(m.group(1))]["name"]
     except (TypeError, KeyError, IndexError):
         name = None
     return f"{m.group(0)} ({name.strip()}){message[m.end():]}" if isinstance(name, str) and name.strip() else message

@@ -29,7 +29,8 @@ class PromptSpec(BaseModel):
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, str):                     # "cyberpunk" → the preset; other text stays text
             data = {"text": data}
-        if isinstance(data, dict) and "preset" not in data and isinstance(data.get("text"), str) and data["text"].strip():
+        if (isinstance(data, dict) and "preset" not in data and isinstance(data.get("text"), str)
+                and data["text"].strip()):
             prompt = resolve_prompt(data["text"])     # the one resolver: {"text": "Holy Gold"} is holy_gold
             if prompt.preset:
                 data = {**{k: v for k, v in data.items() if k != "text"}, "preset": prompt.preset}
@@ -68,4 +69,5 @@ class PromptSpec(BaseModel):
         if self.preset is not None:
             preset = get_preset(self.preset)
             return WeightedPrompt(preset.prompt, self.weight, preset.name)
+        assert self.text is not None        # _one_of: exactly one of preset and text
         return resolve_prompt(self.text, self.weight)

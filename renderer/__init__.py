@@ -3,6 +3,8 @@ the flash model (GPU). A backend is imported when it is first built, never by na
 
 from __future__ import annotations
 
+from typing import cast
+
 from renderer.base import (BatchFn, Renderer, RendererError, RenderResult, RendererSpec, RenderSession, SizeRule,
                            check_size, register, renderer_names, renderer_spec)
 from renderer.flash.config import PATCH_MULTIPLE, TEMPORAL_SCALE   # light: the flash model's shapes, no model stack
@@ -29,7 +31,8 @@ def _flash_settings() -> type:
 def _flash_batch() -> BatchFn:
     from renderer.flash.batch import render_batch
 
-    return render_batch
+    # it takes FlashSessions only: the batcher hands it the sessions of the flash renderer it wraps, no others
+    return cast(BatchFn, render_batch)
 
 
 # Live (serve): free text with no text encoder loaded renders as its nearest cached presets; a chunk of one latent

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import httpx
 import numpy as np
-from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
 from webrtc.stamp import read_stamp
@@ -61,7 +61,7 @@ class StudioViewer:
         self.codec: str | None = None
         self.offer_started: float | None = None
         self.pc: RTCPeerConnection | None = None
-        self.channel = None
+        self.channel: RTCDataChannel | None = None
         self._changed = asyncio.Event()
         self._reader: asyncio.Task | None = None
 
@@ -75,9 +75,9 @@ class StudioViewer:
             transceiver.setCodecPreferences([c for c in caps if c.mimeType in self.codecs])
         opened = asyncio.Event()
         if self.wants_channel:
-            self.channel = pc.createDataChannel("control")
-            self.channel.on("open", opened.set)
-            self.channel.on("message", self._on_message)
+            self.channel = channel = pc.createDataChannel("control")
+            channel.on("open", opened.set)
+            channel.on("message", self._on_message)
 
         @pc.on("track")
         def _on_track(track) -> None:
@@ -160,6 +160,8 @@ class StudioViewer:
 
     async def send(self, message: dict | str | bytes) -> int:
         """Send a message; returns the index in `messages` from which its answer can be looked for."""
+        if self.channel is None:
+            raise RuntimeError("no control channel: connect() first, with wants_channel")
         mark = len(self.messages)
         self.channel.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
         return mark

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 import av
+from av.video.codeccontext import VideoCodecContext
 from aiortc.codecs.h264 import H264Encoder
 from aiortc.codecs.vpx import Vp8Encoder, number_of_threads
 
@@ -64,7 +65,8 @@ class _SessionBitrate:
     def encode(self, frame, force_keyframe: bool = False):
         t0 = time.perf_counter()
         try:
-            return super().encode(frame, force_keyframe)
+            # a mixin: the aiortc encoder after it in the MRO (H264Encoder, Vp8Encoder) has encode()
+            return super().encode(frame, force_keyframe)  # type: ignore[misc]
         finally:
             self.last_encode_ms = (time.perf_counter() - t0) * 1e3
 
@@ -77,7 +79,7 @@ class _SessionBitrate:
         self._bitrate = self.settings.clamp(bitrate)
 
 
-def open_h264(width: int, height: int, bitrate: int, settings: EncoderSettings) -> av.CodecContext:
+def open_h264(width: int, height: int, bitrate: int, settings: EncoderSettings) -> VideoCodecContext:
     """libx264 as a live session runs it: Baseline, zerolatency, the settings' preset, rate and keyframe
     interval (bench/x264_presets_bench.py opens it the same way to compare presets)."""
     rate = fractions.Fraction(round(settings.fps * 1000), 1000)

@@ -116,6 +116,8 @@ class IceConfig:
         if stun:
             out.append(IceServer(stun))
         if self.turn_urls:
+            user: str | None
+            password: str | None
             if self.turn_secret is not None:
                 user, password = turn_rest_credentials(self.turn_secret, label or secrets.token_hex(6), self.ttl_s)
             else:

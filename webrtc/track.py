@@ -138,7 +138,7 @@ class FrameBuffer:
             waiting = len(self._items) + self._promised
             return self.closed or (waiting * period <= self.first_frame_lead
                                    and len(self._items) < self.capacity
-                                   and (self._promised or waiting < self.capacity))
+                                   and (self._promised != 0 or waiting < self.capacity))
         with self._cond:
             return self._cond.wait_for(due, timeout) and not self.closed
 

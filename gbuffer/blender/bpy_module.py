@@ -1,5 +1,6 @@
-"""Importing bpy, running it quietly, and its one error type: Blender writes its logs (and, on numpy 2, a complaint about one of its
-numpy-built parts that rendering does not use) straight to the process's stdout and stderr, below Python."""
+"""Importing bpy, running it quietly, and its one error type: Blender writes its logs (and, on numpy 2, a complaint
+about one of its numpy-built parts that rendering does not use) straight to the process's stdout and stderr, below
+Python."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ not metallic, fully rough.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def linear_to_srgb(x: np.ndarray) -> np.ndarray:
     return np.round(s * 255.0).astype(np.uint8)
 
 
-def read_layers(path: str, layer: str) -> dict[str, np.ndarray]:
+def read_layers(path: str | Path, layer: str) -> dict[str, np.ndarray]:
     """{pass name: float32 (H, W) or (H, W, C)} of one view layer of a multilayer EXR."""
     import OpenEXR
 

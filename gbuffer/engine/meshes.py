@@ -33,7 +33,7 @@ class MeshBuilder:
 
     def add(self, tris: np.ndarray, color, metallic: float, roughness: float, pattern: int,
             uv: np.ndarray | None = None, normals: np.ndarray | None = None,
-            outward_from: np.ndarray | None = None) -> None:
+            outward_from: np.ndarray | tuple[float, float, float] | None = None) -> None:
         """`tris` (N, 3) positions, 3 per triangle. Without `normals`, faces are flat-shaded; with
         `outward_from` (3,), each face normal is flipped to point away from that centre point."""
         tris = np.asarray(tris, np.float64).reshape(-1, 3)
@@ -100,8 +100,8 @@ def box_triangles(size, yaw: float = 0.0, offset=(0.0, 0.0, 0.0)) -> tuple[np.nd
             y = 2 * sy if sign > 0 else 0
             q = [(-sx, y, -sz), (sx, y, -sz), (sx, y, sz), (-sx, y, sz)]
             w, h = 2 * sx, 2 * sz
-        q = np.array(q, np.float64)
-        quads.append(q[[0, 1, 2, 0, 2, 3]])
+        corners = np.array(q, np.float64)
+        quads.append(corners[[0, 1, 2, 0, 2, 3]])
         uv = np.array([(0, 0), (w, 0), (w, h), (0, h)], np.float64)
         uvs.append(uv[[0, 1, 2, 0, 2, 3]])
     pos = _rotate_y(np.concatenate(quads), yaw) + np.asarray(offset, np.float64)
@@ -287,7 +287,8 @@ def build_world_mesh(world: World) -> tuple[np.ndarray, list[Sector]]:
         points = tris[start:end].reshape(-1, 3)
         centre = (points.min(axis=0) + points.max(axis=0)) / 2
         radius = float(np.linalg.norm(points - centre, axis=1).max())
-        sectors.append(Sector(int(start) * 3, int(end - start) * 3, tuple(float(c) for c in centre), radius))
+        centre_xyz = (float(centre[0]), float(centre[1]), float(centre[2]))
+        sectors.append(Sector(int(start) * 3, int(end - start) * 3, centre_xyz, radius))
     return vertices, sectors
 
 

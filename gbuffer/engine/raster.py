@@ -1,10 +1,10 @@
 """Rasterises the world into the five G-buffer channels in one pass (moderngl, headless EGL).
 
 With `beauty=True` the same pass also writes the engine's own lit image to a sixth target (see beauty.py),
-after a depth-only shadow-map pass from the sun. Works on Mesa llvmpipe (CPU) and NVIDIA EGL alike. The five colour targets (RGB8) are written together by
-one fragment shader (multiple render targets); a full-screen triangle at the far plane then fills what is
-left with the sky's values. Each target is read straight into its slot of the (5, H, W, 3) frame; the
-projection flips y so rows come out top first with no copy.
+after a depth-only shadow-map pass from the sun. Works on Mesa llvmpipe (CPU) and NVIDIA EGL alike. The five colour
+targets (RGB8) are written together by one fragment shader (multiple render targets); a full-screen triangle at the far
+plane then fills what is left with the sky's values. Each target is read straight into its slot of the (5, H, W, 3)
+frame; the projection flips y so rows come out top first with no copy.
 
 Every live session of the built-in engine has a raster, so contexts come and go with visitors. Opening and
 releasing a headless context leaks (measured: about 40 KB of Python objects in moderngl/glcontext and 0.3 MB of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import threading
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from alaya_errors import UserError
 from gbuffer.engine.assist import verge_assist
@@ -17,6 +17,9 @@ from gbuffer.frame import GBufferFrame
 from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
 from gbuffer.viewpoint import CAMERA_KEY, Viewpoint
+
+if TYPE_CHECKING:     # GL only when rendering
+    from gbuffer.engine.raster import GBufferRaster
 
 MAX_SIZE = 4096
 TELEPORT_M = 5.0  # a kart moving further than this in one tick was put back on the track
@@ -148,7 +151,7 @@ class EngineSource(LiveSource):
         self.rgb = bool(rgb)
         self.sim = EngineSimulation(seed, autopilot)
         self.frame_index = 0
-        self._raster = None
+        self._raster: GBufferRaster | None = None
 
     @classmethod
     def demo(cls, width: int = 832, height: int = 448, fps: float = 30, seed: int = 0,

@@ -94,7 +94,7 @@ class Track:
         height = _smooth_periodic(terrain_height(centre[:, 0], centre[:, 1]), 25.0)
         return cls(centre, tangent, height, curvature, length)
 
-    def nearest(self, x: np.ndarray, z: np.ndarray, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(self, x: np.ndarray | float, z: np.ndarray | float, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
         """Nearest centre sample index and signed lateral offset (m, + = right of travel) for points x, z."""
         x = np.atleast_1d(np.asarray(x, np.float64))
         z = np.atleast_1d(np.asarray(z, np.float64))

@@ -90,10 +90,10 @@ def strip_wrapper_prefix(keys: Iterable[str]) -> str:
 def mapped(infos: dict[str, TensorInfo], key_map: KeyMap | None = None) -> dict[str, TensorInfo]:
     """Model key → TensorInfo: the wrapper prefix stripped, then `key_map` applied (None drops a key)."""
     prefix = strip_wrapper_prefix(infos)
-    out = {}
+    out: dict[str, TensorInfo] = {}
     for key, info in infos.items():
-        name = key[len(prefix):]
-        name = key_map(name) if key_map else name
+        stripped = key[len(prefix):]
+        name = key_map(stripped) if key_map else stripped
         if name is not None:
             out[name] = info
     return out
@@ -105,7 +105,7 @@ def load_tensor(info: TensorInfo, device: torch.device | str = "cpu",
     raw = torch.empty(info.nbytes, dtype=torch.uint8)
     with info.path.open("rb") as f:
         f.seek(info.begin)
-        if f.readinto(raw.numpy()) != info.nbytes:
+        if f.readinto(raw.numpy().data) != info.nbytes:
             raise WeightsError(f"tensor {info.stored_key!r} is truncated", str(info.path))
     t = raw.view(DTYPES[info.dtype]).reshape(info.shape) if math.prod(info.shape) else \
         torch.empty(info.shape, dtype=DTYPES[info.dtype])

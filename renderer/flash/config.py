@@ -54,30 +54,30 @@ class FlashConfig:
     patch_size: tuple[int, int, int] = (1, 2, 2)
     helios: dict[str, Any] = Field(default_factory=dict)   # any other Helios argument (rope_theta, qk_norm, ...)
     # text: prompt embeddings are padded / cut to text_len tokens; sink_slots learned slots per layer
-    text_len: int = Field(512, ge=1)
-    sink_slots: int = Field(4, ge=1)
+    text_len: int = Field(default=512, ge=1)
+    sink_slots: int = Field(default=4, ge=1)
     # what embeds a prompt outside the cache: "umt5" (Wan's umT5, given as a local directory; without one the
     # cache alone, e.g. random embeddings) or "minilm" (the bundled sentence encoder projected to text_dim, with
     # text_projection.safetensors beside the weights: small configs trained with `train`). Weights saved before
     # the option have no such key and load as "umt5", as they were.
     text_encoder: TextEncoder = "umt5"
     # codecs (random init; a checkpoint's own shapes decide when loading)
-    gbuffer_hidden: int = Field(128, ge=1)                          # per branch of the grouped G-buffer encoder
+    gbuffer_hidden: int = Field(default=128, ge=1)                  # per branch of the grouped G-buffer encoder
     gbuffer_input_range: InputRange = "0..1"                        # what the G-buffer encoder was trained on
     gbuffer_stem_stride: Literal[1, 2] = 1                          # 2: first conv steps (cheap to train on a CPU)
     decoder_channels: tuple[int, int, int, int] = (256, 128, 64, 64)   # TAEHV decoder widths
     trim_startup_frames: bool = False  # TAEHV alignment: latent j → frames 4j-3..4j, first 3 decoded dropped
     # G-buffer refiner after the decoder (renderer/flash/refiner.py; small configs, `train --refiner`): the looks
     # (styles) it routes among, 0 = none (the official layout, `full`); its context branch's width
-    refiner_looks: int = Field(0, ge=0)
-    refiner_hidden: int = Field(16, ge=1)
+    refiner_looks: int = Field(default=0, ge=0)
+    refiner_hidden: int = Field(default=16, ge=1)
     # streaming: latent frames per chunk and history sizes (long, mid, short) in latent frames
-    chunk_latents: int = Field(4, ge=1)
+    chunk_latents: int = Field(default=4, ge=1)
     history_sizes: tuple[int, int, int] = (16, 2, 1)
     # few-step sampling: sigma_max (first noise level), shift, update rule, steps
-    num_steps: int = Field(4, ge=1)
-    timestep_shift: float = Field(5.0, gt=0)
-    sigma_max: float = Field(1.0, gt=0, le=1)
+    num_steps: int = Field(default=4, ge=1)
+    timestep_shift: float = Field(default=5.0, gt=0)
+    sigma_max: float = Field(default=1.0, gt=0, le=1)
     sampler_update: SamplerUpdate = "euler"
     # mean flow (training/objective.py): a second timestep embedding for the interval t - r, zero-initialised, so
     # the transformer predicts the average velocity over [r, t]; the sampler's steps become jumps. Off for the

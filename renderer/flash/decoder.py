@@ -45,7 +45,8 @@ def taehv_decoder(n_f=(256, 128, 64, 64), latent_channels: int = LATENT_CHANNELS
 def decoder_channels(shapes: dict[str, tuple], default: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """n_f from a checkpoint's `decoder.N.weight` shapes; `default` where the file lacks them."""
     found = [shapes.get(f"decoder.{i}.weight", (None,))[0] for i in WIDTH_LAYERS]
-    return tuple(default[k] if n is None else n for k, n in enumerate(found))
+    n_f = [default[k] if n is None else n for k, n in enumerate(found)]      # one per WIDTH_LAYERS entry
+    return n_f[0], n_f[1], n_f[2], n_f[3]
 
 
 class DecoderStream(StreamMemory):
@@ -69,10 +70,11 @@ class TinyDecoder(nn.Module):
         b, c, t, h, w = latents.shape
         x = run_stream(self.decoder, latents.transpose(1, 2).reshape(b * t, c, h, w), b, stream)
         x = x.clamp(0, 1).reshape(b, -1, *x.shape[1:])
-        trim = min(getattr(stream, "to_trim", 0), x.shape[1])
-        if trim:
-            stream.to_trim -= trim
-            x = x[:, trim:]
+        if isinstance(stream, DecoderStream):       # a plain StreamMemory trims nothing
+            trim = min(stream.to_trim, x.shape[1])
+            if trim:
+                stream.to_trim -= trim
+                x = x[:, trim:]
         return x
 
     def frames(self, latent: torch.Tensor, stream: StreamMemory) -> Iterator[torch.Tensor]:
@@ -89,7 +91,7 @@ class TinyDecoder(nn.Module):
         if t != 1:
             raise ValueError(f"frames() decodes one latent frame at a time, got {t}")
         for frame in self._depth_first(latent.reshape(b, c, h, w), 0, stream):
-            if getattr(stream, "to_trim", 0):
+            if isinstance(stream, DecoderStream) and stream.to_trim:    # a plain StreamMemory trims nothing
                 stream.to_trim -= 1
                 continue
             yield frame.clamp(0, 1).unsqueeze(1)
@@ -103,6 +105,7 @@ class TinyDecoder(nn.Module):
             upsample = isinstance(block, nn.Upsample) and i + 1 < len(layers) and isinstance(layers[i + 1], TGrow)
             if upsample or isinstance(block, TGrow):
                 grow = layers[i + 1] if upsample else block
+                assert isinstance(grow, TGrow)                          # by the test just above
                 grown = grow.conv(x)                                     # (B, stride * C, H, W): frame k's C
                 for k in range(grow.stride):
                     frame = grown[:, k * x.shape[1]:(k + 1) * x.shape[1]]

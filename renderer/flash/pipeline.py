@@ -32,7 +32,7 @@ from renderer.flash.transformer import FlashTransformer
 from renderer.flash import weights as layout
 
 
-def default_dtype(device: str) -> torch.dtype:
+def default_dtype(device: torch.device | str) -> torch.dtype:
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
@@ -62,7 +62,9 @@ class FlashPipeline:
                                 "its decoded frame i must show G-buffer frame i")
         self.config = config
         self.device, self.dtype = torch.device(device), dtype
-        self.transformer = cast_transformer(transformer.to(self.device), dtype).eval().requires_grad_(False)
+        # diffusers' ModelMixin.to is wrapped (functools.wraps of Module.to), and its type asks for self twice
+        moved = transformer.to(self.device)  # type: ignore[arg-type]
+        self.transformer = cast_transformer(moved, dtype).eval().requires_grad_(False)
         self.gbuffer_encoder = gbuffer_encoder.to(self.device, dtype).eval().requires_grad_(False)
         self.decoder = decoder.to(self.device, dtype).eval().requires_grad_(False)
         self.refiner = refiner.to(self.device, dtype).eval().requires_grad_(False) if refiner is not None else None
@@ -80,38 +82,40 @@ class FlashPipeline:
 
     @classmethod
     def random(cls, config: FlashConfig | str = "tiny", seed: int = 0, prompts: list[str] | None = None,
-               device: str | None = None, dtype: torch.dtype | None = None) -> "FlashPipeline":
+               device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "FlashPipeline":
         """Randomly initialised modules (deterministic for a seed) and random prompt embeddings."""
         config = get_config(config) if isinstance(config, str) else config
-        device = pick_device(device)
+        torch_device = pick_device(device)
         torch.manual_seed(seed)
-        with torch.device(device):          # build in place: a full model on the GPU needs no CPU copy
+        with torch.device(torch_device):        # build in place: a full model on the GPU needs no CPU copy
             modules = cls.build_modules(config)
             refiner = (GBufferRefiner(config.refiner_looks, config.text_dim, config.refiner_hidden)
                        if config.refiner_looks else None)
         texts = preset_prompts() + list(prompts or [])
         bank = PromptBank(config.text_len, config.text_dim,
                           {t: random_embedding(t, config.text_len, config.text_dim) for t in texts})
-        return cls(config, *modules, bank, device, dtype or default_dtype(device), refiner)
+        return cls(config, *modules, bank, torch_device, dtype or default_dtype(torch_device), refiner)
 
     @classmethod
-    def from_dir(cls, root: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
+    def from_dir(cls, root: str | Path, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                  text_encoder: str | Path | None = None, prompt_fallback: Callable | None = None,
                  key_map: KeyMap | None = None) -> "FlashPipeline":
         """Load a directory in the official layout: bf16 on CUDA, fp32 on CPU unless `dtype` is given.
         `key_map(key) -> key | None` renames (or drops) checkpoint keys of another layout."""
         root = Path(root)
-        device = pick_device(device)
-        dtype = dtype or default_dtype(device)
+        torch_device = pick_device(device)
+        dtype = dtype or default_dtype(torch_device)
         plan = layout.WeightsPlan(root, key_map)
-        transformer, gbuffer_encoder, decoder = plan.load(device, dtype)
-        refiner = plan.load_refiner(device, dtype)
+        transformer, gbuffer_encoder, decoder = plan.load(torch_device, dtype)
+        assert plan.config is not None and plan.decoder_channels is not None   # load() raised unless both are read
+        refiner = plan.load_refiner(torch_device, dtype)
         config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels)
         cache_path = root / CACHE_FILE
         cached = load_cache(cache_path) if cache_path.is_file() else {}
-        encoder = prompt_encoder(config.text_encoder, root, config.text_len, config.text_dim, text_encoder, device)
+        encoder = prompt_encoder(config.text_encoder, root, config.text_len, config.text_dim, text_encoder,
+                                 torch_device)
         bank = PromptBank(config.text_len, config.text_dim, cached, encoder, prompt_fallback, cache_path)
-        return cls(config, transformer, gbuffer_encoder, decoder, bank, device, dtype, refiner)
+        return cls(config, transformer, gbuffer_encoder, decoder, bank, torch_device, dtype, refiner)
 
     def save(self, root: str | Path, dtype: torch.dtype | None = None) -> None:
         """Write this pipeline in the official layout (plus its prompt cache)."""
@@ -165,7 +169,9 @@ class FlashPipeline:
             return history_tokens(self.transformer, history)
 
     def _timestep(self, noisy: torch.Tensor, sigma: float, jump_end: float | None) -> torch.Tensor:
-        full = lambda value: torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+        def full(value: float) -> torch.Tensor:
+            return torch.full((noisy.shape[0],), value, device=self.device, dtype=torch.float32)
+
         return self.sampler.timestep_input(full(sigma), None if jump_end is None else full(jump_end))
 
     def denoise(self, noise: torch.Tensor, gbuffer_latent: torch.Tensor, prompt: torch.Tensor,
@@ -206,6 +212,8 @@ class FlashPipeline:
         """Decoded frames (B, T, 3, H, W) → refined (B, T, 3, H, W), each from its own G-buffer frame (gbuffer
         (B, >= T, 5, 3, H, W) in [0, 1]) and the prompt (B, L, D); frame by frame independent, so a live session
         may refine a latent frame's frames one at a time and send each as soon as it is refined."""
+        if self.refiner is None:
+            raise RendererError(f"config {self.config.name} has no G-buffer refiner")
         if prompt is None:
             raise RendererError("the G-buffer refiner needs the chunk's prompt embedding")
         return self.refiner.refine_frames(frames.to(self.dtype), gbuffer.to(self.device, self.dtype),

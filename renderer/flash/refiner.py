@@ -68,7 +68,8 @@ class GBufferRefiner(nn.Module):
         self.context_out = nn.Conv2d(hidden, 3, 1)
         for layer in (self.film, self.context_out):
             nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
+            if layer.bias is not None:        # always: both are built with a bias
+                nn.init.zeros_(layer.bias)
 
     @property
     def looks(self) -> int:
@@ -117,7 +118,8 @@ class GBufferRefiner(nn.Module):
         return out.clamp(0, 1).permute(0, 3, 1, 2)
 
     def refine_frames(self, frames: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
-        """Decoded frames (B, T, 3, H, W), their G-buffer frames (B, T, 5, 3, H, W), prompt (B, L, D) → (B, T, 3, H, W)."""
+        """Decoded frames (B, T, 3, H, W), their G-buffer frames (B, T, 5, 3, H, W), prompt (B, L, D)
+        → (B, T, 3, H, W)."""
         b, t = frames.shape[:2]
         per_frame = prompt.unsqueeze(1).expand(b, t, *prompt.shape[1:]).flatten(0, 1)
         out = self(frames.flatten(0, 1), gbuffer[:, :t].flatten(0, 1), per_frame)

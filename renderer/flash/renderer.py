@@ -60,16 +60,16 @@ class FlashRenderer(Renderer):
         opts: FlashSettings = validate(FlashSettings, settings, RendererError)
         if opts.threads is not None:
             torch.set_num_threads(opts.threads)     # process-wide: a server loads its renderer once
-        device = pick_device(device)
+        torch_device = pick_device(device)
         torch_dtype = parse_dtype(dtype)
         if weights is not None:
-            self.pipeline = FlashPipeline.from_dir(weights, device, torch_dtype, opts.text_encoder)
+            self.pipeline = FlashPipeline.from_dir(weights, torch_device, torch_dtype, opts.text_encoder)
         else:
-            self.pipeline = FlashPipeline.random(config or "tiny", opts.seed, opts.prompts, device, torch_dtype)
+            self.pipeline = FlashPipeline.random(config or "tiny", opts.seed, opts.prompts, torch_device, torch_dtype)
             if opts.text_encoder:
                 cfg = self.pipeline.config
                 self.pipeline.prompts.encoder = UMT5PromptEncoder(opts.text_encoder, cfg.text_len, cfg.text_dim,
-                                                                  device)
+                                                                  torch_device)
         if opts.unknown_prompt == "presets":
             self.pipeline.prompts.fallback = nearest_presets_conditioning
         pipe = self.pipeline

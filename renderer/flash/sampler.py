@@ -79,4 +79,6 @@ class FewStepSampler:
         x0 = x - sigma * velocity
         if sigma_next <= 0:
             return x0
+        if noise is None:
+            raise ValueError("a re-noising step needs noise()")
         return self.add_noise(x0, noise().to(x.device, x.dtype), sigma_next)

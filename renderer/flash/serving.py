@@ -31,4 +31,5 @@ def codec_channels_last(*modules: nn.Module | None) -> None:
     Activations follow the weights' layout through oneDNN's convolutions, so callers pass tensors as before."""
     for module in modules:
         if module is not None:
-            module.to(memory_format=torch.channels_last)
+            # Module.to takes memory_format (torch's documentation); torch's overloads for it leave it out
+            module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]

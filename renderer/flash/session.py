@@ -37,8 +37,8 @@ def frames_to_tensor(frames: Sequence[GBufferFrame], width: int, height: int,
     """→ (1, T, 5, 3, H, W) float32 in [0, 1] on `device` (moved as uint8: 4x less to copy), T padded to a
     multiple of 4 by repeating the last frame. Its memory holds each pixel's 15 values side by side, so the
     (T, 15, H, W) view the G-buffer encoder and refiner take is channels-last without a copy."""
-    data = np.stack([f.data for f in frames] + [frames[-1].data] * (-len(frames) % TEMPORAL_SCALE))
-    data = torch.from_numpy(data).to(device)                                    # (T, 5, h, w, 3) uint8
+    stacked = np.stack([f.data for f in frames] + [frames[-1].data] * (-len(frames) % TEMPORAL_SCALE))
+    data = torch.from_numpy(stacked).to(device)                                 # (T, 5, h, w, 3) uint8
     x = data.permute(0, 2, 3, 1, 4).contiguous().permute(0, 3, 4, 1, 2).float().div_(255.0)   # (T, 5, 3, h, w)
     if x.shape[-2:] != (height, width):
         n = x.shape[0]
@@ -168,6 +168,7 @@ class FlashSession(RenderSession):
             if index >= chunk.frames:       # the padding of a short last group: decoded for the memory, not sent
                 continue
             if pipe.refiner is not None:
+                assert chunk.gbuffer is not None        # prepare() always keeps the chunk's G-buffer
                 with torch.inference_mode():
                     frame = pipe.refine(frame, chunk.gbuffer[:, index:index + 1], chunk.prompt)
                 timer.lap("refine")

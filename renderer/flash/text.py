@@ -23,7 +23,7 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, cast
 
 import torch
 from safetensors import safe_open
@@ -140,7 +140,7 @@ class UMT5PromptEncoder:
     diffusers (tokenizer/, text_encoder/) or the original release (models_t5_umt5-xxl-enc-bf16.pth and the
     google/umt5-xxl/ tokenizer folder)."""
 
-    def __init__(self, wan_dir: str | Path, text_len: int, text_dim: int, device: str = "cpu",
+    def __init__(self, wan_dir: str | Path, text_len: int, text_dim: int, device: torch.device | str = "cpu",
                  dtype=torch.float32):
         from transformers import AutoTokenizer, UMT5EncoderModel
 
@@ -190,7 +190,7 @@ def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
 
 def blend(embeddings: list[torch.Tensor], weights: list[float], mode: str) -> torch.Tensor:
     if mode == "linear" or len(embeddings) == 1:
-        return sum(w * e for w, e in zip(weights, embeddings))
+        return cast(torch.Tensor, sum(w * e for w, e in zip(weights, embeddings)))   # ≥ 1 term: a tensor
     out, acc = embeddings[0], weights[0]
     for e, w in zip(embeddings[1:], weights[1:]):
         if acc + w > 0:
@@ -247,7 +247,7 @@ class PromptBank:
         """One embedding for a chunk: the mean of its frames' conditionings (smooth under transitions)."""
         counts = Counter(conds)              # a chunk usually holds one or two distinct conditionings
         total = sum(counts.values())
-        return sum((n / total) * self.conditioning(c) for c, n in counts.items())
+        return cast(torch.Tensor, sum((n / total) * self.conditioning(c) for c, n in counts.items()))  # ≥ 1 frame
 
 
 # ---- the sentence encoder of small configs --------------------------------------------------------------------
@@ -347,7 +347,8 @@ class SentenceProjection:
 
 
 def prompt_encoder(text_encoder: str, root: str | Path, text_len: int, text_dim: int,
-                   umt5_dir: str | Path | None = None, device: str = "cpu") -> Callable[[str], torch.Tensor] | None:
+                   umt5_dir: str | Path | None = None,
+                   device: torch.device | str = "cpu") -> Callable[[str], torch.Tensor] | None:
     """The encoder a weights directory's prompts need beyond its cache: the sentence projection saved with a
     "minilm" model (its sentence model starts loading in the background: presets come from the cache, free text
     needs the model), else umT5 when a Wan directory is given, else none (cache only)."""

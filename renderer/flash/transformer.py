@@ -110,7 +110,7 @@ class FlashTransformer(HeliosTransformer3DModel):
         super().__init__(**config.transformer_kwargs())
         if config.interval_embedding:
             self.add_interval_embedding()
-        if sink == "new":
+        if isinstance(sink, str):         # "new": a fresh sink of this config's shape
             sink = TextSink(config.num_layers, config.sink_slots, config.inner_dim)
         self.text_sink = sink
         if sink is not None:

@@ -4,10 +4,10 @@ pass reads and writes each pixel once instead of once per torch operation.
 
 One GL context serves the whole process, on a thread of its own: every GL call runs there, so the context is
 never current on two threads, and sessions on many threads (live sessions, the batch thread, offline renders)
-simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame size, for a few
-sizes, and are shared by the sessions of that size, which take turns on the one thread anyway.
-Both caches are bounded (SIZES_KEPT, PROGRAMS_KEPT; least recently used out), so a studio that serves sessions
-for days holds the same GL objects after its thousandth session as after its tenth (issue 29).
+simply queue for it. Each pass compiles once per set of style features. The intermediate textures are kept per frame
+size, for a few sizes, and are shared by the sessions of that size, which take turns on the one thread anyway. Both
+caches are bounded (SIZES_KEPT, PROGRAMS_KEPT; least recently used out), so a studio that serves sessions for days
+holds the same GL objects after its thousandth session as after its tenth (issue 29).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def _quarter(size: tuple[int, int]) -> tuple[int, int]:
 
 @dataclass
 class _Target:
-    texture: object
-    fbo: object
+    texture: moderngl.Texture
+    fbo: moderngl.Framebuffer
     size: tuple[int, int]
 
 
@@ -117,7 +117,8 @@ class StyleShader:
 
     def _open(self) -> None:
         try:
-            self.ctx = moderngl.create_context(standalone=True, backend="egl")
+            # moderngl-stubs 5.13 type each of **settings as Dict[str, Any] (meant: the whole **settings)
+            self.ctx = moderngl.create_context(standalone=True, backend="egl")  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - no libEGL / no driver: one line, and the torch path takes over
             raise GLUnavailable(f"cannot open a headless OpenGL context (EGL): {' '.join(str(exc).split())}",
                                 "renderer") from None
@@ -137,13 +138,13 @@ class StyleShader:
             source = glsl.fragment(getattr(glsl, name), surface=name in ("PREP", "SHADE"), features=features)
             p = self.ctx.program(vertex_shader=glsl.VERTEX, fragment_shader=source)
             for sampler, unit in _UNITS.items():
-                if sampler in p:
-                    p[sampler].value = unit
+                if (member := _uniform(p, sampler)) is not None:
+                    member.value = unit
             for table, values in _TABLES.items():
-                if table in p:
-                    p[table].value = values
-            if "weights" in p:    # BLUR's and GLOW's taps
-                p["weights"].value = self._blur_weights
+                if (member := _uniform(p, table)) is not None:
+                    member.value = values
+            if (member := _uniform(p, "weights")) is not None:    # BLUR's and GLOW's taps
+                member.value = self._blur_weights
             found = self._programs[key] = (p, self.ctx.vertex_array(p, []))
             if len(self._programs) > PROGRAMS_KEPT:
                 for gl_object in self._programs.popitem(last=False)[1][::-1]:
@@ -161,14 +162,14 @@ class StyleShader:
         self.sizes.move_to_end(key)
         return t
 
-    def _draw(self, name: str, out: _Target, inputs: dict[str, object], features: tuple[str, ...] = (),
+    def _draw(self, name: str, out: _Target, inputs: dict[str, moderngl.Texture], features: tuple[str, ...] = (),
               **uniforms) -> None:
         """One pass: pass `name` (with `features`) reads `inputs` (sampler → texture) and fills `out`."""
         prog, vao = self._program(name, features)
         for sampler, texture in inputs.items():
             texture.use(_UNITS[sampler])
         for uniform, value in uniforms.items():
-            member = prog.get(uniform, None)  # a uniform the pass does not use is compiled out
+            member = _uniform(prog, uniform)  # a uniform the pass does not use is compiled out
             if member is not None:
                 member.value = value
         out.fbo.use()
@@ -255,11 +256,18 @@ def _whole_blocks(size: tuple[int, int], src_size: tuple[int, int]) -> tuple[str
 
 
 @functools.lru_cache(maxsize=128)
+def _uniform(program: moderngl.Program, name: str) -> moderngl.Uniform | None:
+    """The program's uniform `name`, or None where the compiler dropped it (a pass that does not use it)."""
+    member = program.get(name, None)
+    assert member is None or isinstance(member, moderngl.Uniform), f"{name} is not a plain uniform"
+    return member
+
+
 def _style_uniforms(params: ReferenceParams) -> dict:
     """The style's fields as uniform values (vec3 fields from the style's tensors: directions are unit there).
     Cached: a schedule holds one style for many frames, and building these takes about 0.1 ms of the GIL."""
     style = make_style(params, _CPU)
-    out = {}
+    out: dict[str, object] = {}
     for f in fields(style.params):
         value = getattr(style, f.name)
         out[f.name] = tuple(float(v) for v in value.flatten().tolist()) if hasattr(value, "flatten") else float(value)

@@ -32,7 +32,7 @@ def ambient_occlusion(s: Surface) -> torch.Tensor:
 def shade(s: Surface, albedo: torch.Tensor, roughness: torch.Tensor, metallic: torch.Tensor,
           style: Style) -> torch.Tensor:
     """(3, H, W) reflected radiance. albedo/roughness/metallic may differ from `s` (snow, lava change them)."""
-    n, v, l = s.normal, s.view, style.sun_direction
+    n, v, l = s.normal, s.view, style.sun_direction  # noqa: E741 - the BRDF's usual names, as in the comment below
     # Half vector h = (v + l) / |v + l| is never built: n·h and v·h follow from n·v, n·l and v·l,
     # which keeps every term but the colours at (1, H, W).
     n_l_raw, v_l = along(n, l), along(v, l)

@@ -10,7 +10,7 @@ each frame over as soon as it is rendered instead of waiting for a chunk to fill
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -23,6 +23,9 @@ from renderer.reference import effects, lighting, post
 from renderer.reference.style import Style, StyleCache
 from renderer.reference.surface import SurfaceDecoder, frame_to_tensor
 from renderer.timing import StageClock, peak_memory_bytes, start_chunk
+
+if TYPE_CHECKING:     # gl imports moderngl, which the torch backend does not need
+    from renderer.reference.gl import StyleShader
 
 STAGES = ("decode", "lighting", "style", "post", "to_uint8")       # the torch backend's stages
 MAX_CHUNK = 16       # frames are independent: render() takes several at once (offline callers, tests)
@@ -44,7 +47,7 @@ class ReferenceRenderer(Renderer):
         self.device = pick_device(device)
         if backend == "gl" and self.device.type != "cpu":
             raise RendererError("the gl backend renders with OpenGL, not on a torch device; use device cpu", "backend")
-        self.shader = None
+        self.shader: StyleShader | None = None
         if backend == "gl" or (backend == "auto" and self.device.type == "cpu"):
             from renderer.reference.gl import GLUnavailable, StyleShader
 
@@ -59,7 +62,7 @@ class ReferenceRenderer(Renderer):
     def open_session(self, width: int, height: int, seed: int = 0) -> RenderSession:
         check_size(self.name, width, height)
         if self.shader is not None:
-            return GLReferenceSession(self, width, height, seed)
+            return GLReferenceSession(self, self.shader, width, height, seed)
         return ReferenceSession(self, width, height, seed)
 
     def describe(self) -> dict:
@@ -134,14 +137,14 @@ class GLReferenceSession(RenderSession):
     """A session on the process's GL style shader. It holds no GL objects of its own (the shader keeps the
     textures per size), so closing it frees only its style cache."""
 
-    def __init__(self, renderer: ReferenceRenderer, width: int, height: int, seed: int):
+    def __init__(self, renderer: ReferenceRenderer, shader: StyleShader, width: int, height: int, seed: int):
         from renderer.reference.gl import GL_STAGES
 
         self.stages = GL_STAGES
         self.width, self.height, self.seed = width, height, seed
         self.chunk_size = renderer.chunk_size
         self.max_chunk = MAX_CHUNK
-        self.shader = renderer.shader
+        self.shader = shader
         self.styles = StyleCache(torch.device("cpu"))
 
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
