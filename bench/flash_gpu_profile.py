@@ -27,6 +27,16 @@ def top_kernels(prof, device: str, rows: int) -> list[dict]:
             for e in events[:rows]] + [{"name": "(all, self time)", "ms": round(total / 1e3, 2), "calls": 0}]
 
 
+def render_chunk(sessions: list, conds: list, frames, k: int) -> None:
+    """Chunk `k` of `frames` for every session: one forward pass for several, the session's own for one."""
+    size = len(conds[0])
+    part = frames[k * size:(k + 1) * size]
+    if len(sessions) > 1:
+        render_batch(sessions, [part] * len(sessions), conds)
+    else:
+        sessions[0].render(part, conds[0])
+
+
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--config", default="full")
@@ -46,16 +56,13 @@ def main() -> None:
         sessions = [renderer.open_session(args.width, args.height, seed=s) for s in range(n)]
         conds = [[Conditioning.single(FLASH_PROMPTS[s % 2])] * size for s in range(n)]
         try:
-            def chunk(k: int) -> None:
-                part = frames[k * size:(k + 1) * size]
-                render_batch(sessions, [part] * n, conds) if n > 1 else sessions[0].render(part, conds[0])
-            chunk(0)
-            chunk(1)                                   # warm: allocator, kernels' autotuning, history filled
+            render_chunk(sessions, conds, frames, 0)
+            render_chunk(sessions, conds, frames, 1)   # warm: allocator, kernels' autotuning, history filled
             if cuda:
                 torch.cuda.synchronize()
             with profile(activities=activities) as prof:
                 for k in range(2, 2 + args.chunks):
-                    chunk(k)
+                    render_chunk(sessions, conds, frames, k)
                 if cuda:
                     torch.cuda.synchronize()
         finally:

@@ -51,7 +51,8 @@ def run(engine: str, train: list[int], held: list[int], frames: int, width: int,
                          "per_pixel_lit_psnr": scores["lit"].summary()["psnr"],
                          "per_pixel_shadow_ssim": scores["shadow"].summary()["ssim"],
                          "per_pixel_lit_ssim": scores["lit"].summary()["ssim"],
-                         "warp_truth": warp_error(rgb, pair_warps), "warp_per_pixel": warp_error(predicted, pair_warps)})
+                         "warp_truth": warp_error(rgb, pair_warps),
+                         "warp_per_pixel": warp_error(predicted, pair_warps)})
     return rows
 
 

@@ -41,8 +41,8 @@ def run(seeds: list[int], frames: int, width: int, height: int, engine: str = "d
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             path = Path(tmp) / f"seed{seed}.gbuf.zip"
-            assert main(["record", "--engine", engine, "--frames", str(frames), "--size", f"{width}x{height}", "--seed", str(seed),
-                         "--rgb", "-o", str(path)]) == 0
+            assert main(["record", "--engine", engine, "--frames", str(frames), "--size", f"{width}x{height}",
+                         "--seed", str(seed), "--rgb", "-o", str(path)]) == 0
             rows.append(measure(path, seed))
     return rows
 
