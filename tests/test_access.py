@@ -246,6 +246,28 @@ def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, v
     assert httpx.delete(f"{studio.url}/api/ui/uploads/mine3.npy", headers=AS_ADMIN).status_code == 204
 
 
+@pytest.mark.parametrize("folder", ["uploads", "uploads/", "uploads/.", "./uploads", "takes", "seq/../uploads"])
+def test_the_visitors_folders_themselves_are_no_source(studio, visitors, folder):
+    """Issue 42, finding 2: the uploads folder named as a source played every visitor's .npy in it as one
+    sequence (a folder is not inside itself). A folder is a visitor's file like any other: only its owner (nobody,
+    for the folder itself) or the admin may play it."""
+    first, second, loop = visitors
+    secret = httpx.put(f"{studio.url}/api/ui/uploads/victimsecret.npy", content=npy_bytes(), headers=second.auth,
+                       timeout=60)
+    assert secret.status_code == 200, secret.text
+    try:
+        sdp = loop.run(recvonly_offer_sdp(data_channel=True))
+        offer = httpx.post(f"{studio.url}/api/webrtc/offer", headers=first.auth, timeout=60,
+                           json={"sdp": sdp, "type": "offer", "source": folder, "size": "64x32"})
+        assert offer.status_code == 400 and "no sequence" in offer.json()["error"], offer.status_code
+        render = httpx.post(f"{studio.url}/api/ui/renders", headers=first.auth, timeout=60,
+                            json={"schedule": SCHEDULE, "source": folder, "frames": 2})
+        assert render.status_code == 400 and "no sequence" in render.json()["error"], render.status_code
+    finally:
+        assert httpx.delete(f"{studio.url}/api/ui/uploads/victimsecret.npy", headers=second.auth,
+                            timeout=60).status_code == 204
+
+
 def test_takes_count_against_their_visitor_and_answers_name_no_server_path(studio, visitors):
     first, second, loop = visitors
     take = f"{studio.url}/api/sessions/{second.session_id}/take"

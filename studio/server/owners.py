@@ -70,11 +70,12 @@ class Folders:
 
     def inside(self, path: Path) -> str | None:
         """The kind of visitors' file `path` is ("uploads" or "takes", by its folder), else None (the data dir's
-        own sequences)."""
-        real = str(real_path(path))
+        own sequences). The folder itself counts as inside: played as a source it would be every visitor's
+        files as one sequence, so nobody owns it (issue 42)."""
+        real = real_path(path)
         for kind in ("uploads", "takes"):
             folder = self.of(kind)
-            if folder is not None and real.startswith(str(real_path(folder)) + os.sep):
+            if folder is not None and real.is_relative_to(real_path(folder)):
                 return kind
         return None
 
