@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 from alaya_errors import field_error, validate
 
 from gbuffer.formats.common import AtomicFile, CommitOnExit, check_fps, check_same_size
-from gbuffer.formats.imagefile import decode_png, encode_png
+from gbuffer.formats.imagefile import decode_png, encode_png, png_size
 from gbuffer.frame import CHANNELS, NUM_CHANNELS, GBufferError, GBufferFrame, check_frame_array
 from gbuffer.source import RecordedSource
 
@@ -44,6 +44,16 @@ MANIFEST_NAME = "manifest.json"
 _FRAME_ENTRY = re.compile(r"frames/(\d{6,})\.png")
 _RGB_ENTRY = re.compile(r"rgb/(\d{6,})\.png")
 _SUN_ENTRY = re.compile(r"sun/(\d{6,})\.png")
+
+# What an archive may ask of memory (issue 42: a 305 KB upload whose manifest inflated to 300 MB). Every member is
+# judged by its declared size and its compression ratio before a byte is inflated, then read in pieces, and a
+# frame's PNG by the pixels its header declares before it is decoded.
+MAX_PIXELS = 3840 * 2160            # per channel image: 4K, above any size the studio renders
+MAX_MANIFEST_BYTES = 16 * 2**20     # a timestamp and a little metadata per frame: ~20 bytes x 100,000s of frames
+MAX_META_BYTES = 2**20              # one frame's metadata (the camera, the player's input)
+MAX_RATIO = 200                     # deflate allows ~1000:1; real PNGs and JSON stay far below 200:1
+MIN_RATIO_ALLOWANCE = 2**16         # tiny members (a short JSON) may exceed the ratio
+READ_PIECE = 2**20
 
 
 def frame_entry(index: int, suffix: str = "png") -> str:
@@ -271,10 +281,13 @@ class GbufZipSource(RecordedSource):
         if MANIFEST_NAME not in names:
             raise GBufferError("no manifest.json: the recording was not finished (interrupted?)", where)
         try:
-            raw = self._zip.read(MANIFEST_NAME)
+            raw = read_member(self._zip, MANIFEST_NAME, MAX_MANIFEST_BYTES, where)
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise GBufferError(f"manifest.json is corrupt: {exc}", where) from None
         self.manifest = Manifest.parse(raw, where)
+        if self.manifest.width * self.manifest.height > MAX_PIXELS:
+            raise GBufferError(f"manifest.json: {self.manifest.width}x{self.manifest.height} is larger than this "
+                               f"reader accepts (3840x2160 pixels)", where)
         frames = sorted(int(m.group(1)) for n in names if (m := _FRAME_ENTRY.fullmatch(n)))
         if frames != list(range(self.manifest.frame_count)):
             raise GBufferError(f"manifest.json says {self.manifest.frame_count} frames but the archive holds "
@@ -306,39 +319,39 @@ class GbufZipSource(RecordedSource):
     def __len__(self) -> int:
         return self.manifest.frame_count
 
-    def _entry(self, name: str, index: int) -> bytes:
+    def _entry(self, name: str, index: int, limit: int) -> bytes:
         try:
-            return self._zip.read(name)
+            return read_member(self._zip, name, limit, f"{self.path}: frame {index}")
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise GBufferError(f"frame {index} is corrupt: {exc}", str(self.path)) from None
 
+    def _png(self, name: str, index: int, size: tuple[int, int], what: str, part: str = "") -> np.ndarray:
+        """A frame's PNG member: its bytes bounded by the raw size of `size` (width, height) in 16-bit RGB plus
+        room for PNG's own overhead, and the size its header declares checked before a pixel is decoded."""
+        data = self._entry(name, index, size[0] * size[1] * 6 + 2**20)
+        where = f"{self.path}: frame {index}"
+        declared = png_size(data)
+        if declared is not None and declared != size:
+            raise GBufferError(f"{what} is {declared[0]}x{declared[1]}, expected {size[0]}x{size[1]}", where)
+        return decode_png(data, where + part)
+
     def read(self, index: int) -> GBufferFrame:
         where = f"{self.path}: frame {index}"
-        stacked = decode_png(self._entry(frame_entry(index), index), where)
-        expected = (NUM_CHANNELS * self.height, self.width)
-        if stacked.shape[:2] != expected:
-            raise GBufferError(f"image is {stacked.shape[1]}x{stacked.shape[0]}, expected "
-                               f"{expected[1]}x{expected[0]} (5 stacked channels)", where)
+        stacked = self._png(frame_entry(index), index, (self.width, NUM_CHANNELS * self.height), "image")
         meta: dict[str, Any] = {}
         if (name := frame_entry(index, "json")) in self._meta_entries:
             try:
-                meta = json.loads(self._entry(name, index))
+                meta = json.loads(self._entry(name, index, MAX_META_BYTES))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise GBufferError(f"metadata is not valid JSON: {exc}", where) from None
             except RecursionError:
                 raise GBufferError("metadata is not valid JSON: nested too deeply", where) from None
         rgb = None
         if self.paired:
-            rgb = decode_png(self._entry(rgb_entry(index), index), f"{where} rgb")
-            if rgb.shape[:2] != (self.height, self.width):
-                raise GBufferError(f"rgb image is {rgb.shape[1]}x{rgb.shape[0]}, expected "
-                                   f"{self.width}x{self.height}", where)
+            rgb = self._png(rgb_entry(index), index, (self.width, self.height), "rgb image", " rgb")
         sun = None
         if self.has_sun:
-            sun = decode_png(self._entry(sun_entry(index), index), f"{where} sun")[..., 0].copy()
-            if sun.shape != (self.height, self.width):
-                raise GBufferError(f"sun mask is {sun.shape[1]}x{sun.shape[0]}, expected "
-                                   f"{self.width}x{self.height}", where)
+            sun = self._png(sun_entry(index), index, (self.width, self.height), "sun mask", " sun")[..., 0].copy()
         timestamp = index / self.fps if self._retimed else float(self.manifest.timestamps[index])
         return GBufferFrame(index, timestamp, stacked.reshape(NUM_CHANNELS, self.height, self.width, 3), meta, rgb,
                             sun)
@@ -355,3 +368,20 @@ class GbufZipSource(RecordedSource):
 
     def close(self) -> None:
         self._zip.close()
+
+
+def read_member(archive: zipfile.ZipFile, name: str, limit: int, where: str) -> bytes:
+    """One member's bytes, refused before inflating when its declared size is over `limit` or over MAX_RATIO
+    times its compressed size, and read in pieces. zipfile stops inflating at the declared size and checks the
+    CRC there, so a header that lies about the size cannot make it allocate more than `limit`."""
+    info = archive.getinfo(name)
+    if info.file_size > limit:
+        raise GBufferError(f"{name} inflates to {info.file_size} bytes, more than the {limit} it may hold", where)
+    if info.file_size > max(info.compress_size * MAX_RATIO, MIN_RATIO_ALLOWANCE):
+        raise GBufferError(f"{name} is compressed {info.file_size // max(info.compress_size, 1)}:1, more than "
+                           f"{MAX_RATIO}:1 (a zip bomb?)", where)
+    pieces = []
+    with archive.open(info) as member:
+        while piece := member.read(READ_PIECE):
+            pieces.append(piece)
+    return b"".join(pieces)

@@ -52,6 +52,14 @@ def decode_png(source: bytes | Path, where: str) -> np.ndarray:
         raise GBufferError(f"not a readable PNG (truncated or corrupt?): {exc}", where) from None
 
 
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR chunk, read before anything is decoded (a small PNG may declare
+    gigabytes of pixels); None when `data` does not start like a PNG (decode_png then says what it is)."""
+    if len(data) < 24 or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def _to_rgb8(img: Image.Image) -> np.ndarray:
     if img.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit grey: Pillow keeps the full value
         grey = (np.asarray(img).astype(np.uint32) >> 8).astype(np.uint8)
