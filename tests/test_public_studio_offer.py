@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import json
+import random
+
 import httpx
 from helpers.bystander import Bystander
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from studio.server.background import BackgroundServer
 from studio.server.settings import Settings
@@ -27,3 +32,62 @@ def test_a_huge_parseq_schedule_gets_one_line_and_freezes_nobody():
             assert "\n" not in detail and "frames" in detail, detail
         victim.assert_unharmed()
 
+
+# ---- the fuzz: schedules and feed hellos of random shapes and sizes, the loop's longest stall measured ----------
+
+SDP = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"     # asks for video, so the schedule is parsed; no ICE, so no peer
+TOKEN = "fuzz-feed-token"
+
+
+def random_prompt(rng: random.Random) -> str:
+    words = [rng.choice(["lava", "snow", "neon", "AND", ":", "(", ")", "0.5", "cyberpunk", "x" * rng.randint(1, 900)])
+             for _ in range(rng.randint(1, 12))]
+    return " ".join(words)
+
+
+def random_schedule(rng: random.Random):
+    shape = rng.choice(["parseq", "parseq", "keyframes", "segments", "junk"])
+    if shape == "parseq":
+        last = rng.choice([rng.randint(0, 200), rng.randint(0, 120_000), rng.randint(0, 2_000_000)])
+        prompts = [{"positive": random_prompt(rng), "allFrames": rng.random() < 0.5,
+                    "from": rng.randint(0, last), "to": rng.randint(0, last + 10),
+                    "overlap": {"type": rng.choice(["none", "linear"]), "inFrames": rng.randint(0, 50),
+                                "outFrames": rng.randint(0, 50)}} for _ in range(rng.randint(1, 40))]
+        return {"prompts": prompts, "keyframes": [{"frame": last}], "options": {"output_fps": 30}}
+    if shape == "keyframes":
+        return ", ".join(f"{rng.randint(0, 1_100_000)}: {random_prompt(rng)}" for _ in range(rng.randint(1, 300)))
+    if shape == "segments":
+        return {"fps": 30, "length": rng.randint(1, 1_080_000),
+                "segments": [{"start": rng.randint(0, 1_080_000), "prompts": [{"text": random_prompt(rng)}]}
+                             for _ in range(rng.randint(1, 200))]}
+    return rng.choice([[1, 2], "", "x" * rng.randint(0, 50_000), {"prompts": "?"}, 7])
+
+
+def hello(name: str, schedule) -> str:
+    return json.dumps({"type": "hello", "protocol": 2, "name": name, "width": 64, "height": 32, "fps": 30,
+                       "output": {"schedule": schedule}})
+
+
+def test_fuzzed_schedules_and_feed_hellos_never_stall_the_loop():
+    rng = random.Random(42)
+    settings = Settings(port=0, max_sessions=3, token=TOKEN, width=64, height=32, warm_text_matching=False)
+    with BackgroundServer(settings) as server, Bystander(server) as victim:
+        statuses = set()
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            for _ in range(40):
+                answer = http.post("/api/webrtc/offer", json={"sdp": SDP, "schedule": random_schedule(rng)})
+                assert answer.status_code in (400, 422, 503), answer.text
+                if answer.status_code == 400:
+                    assert "\n" not in answer.json()["error"]
+                statuses.add(answer.status_code)
+        for i in range(12):
+            with connect(f"{server.ws_url}/api/engine/feed",
+                         additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+                ws.send(hello(f"fuzz{i}", random_schedule(rng)))
+                try:
+                    while json.loads(ws.recv(timeout=60)).get("type") != "welcome":
+                        pass
+                except ConnectionClosed:
+                    pass
+        print(f"\nfuzz: offers answered {sorted(statuses)}; the loop's longest stall {victim.lag.worst_s:.3f} s")
+        victim.assert_unharmed()
