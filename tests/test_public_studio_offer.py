@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psutil
 from helpers.bystander import Bystander
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -30,6 +34,75 @@ def test_a_huge_parseq_schedule_gets_one_line_and_freezes_nobody():
             assert answer.status_code == 400
             detail = answer.json()["error"]
             assert "\n" not in detail and "frames" in detail, detail
+        victim.assert_unharmed()
+
+
+
+# ---- finding 8: bodies judged by their size before they are read --------------------------------------------
+
+BIG = 50 << 20
+
+
+def chunked_body(prefix: bytes, size: int = BIG):
+    """`size` bytes sent chunked (no Content-Length), from one 1 MiB buffer: the client holds no 50 MB."""
+    yield prefix
+    chunk = b"x" * (1 << 20)
+    for _ in range(size // len(chunk)):
+        yield chunk
+
+
+class PeakRss:
+    """The serving process's (this one's: an in-process BackgroundServer) resident memory, sampled every 10 ms."""
+
+    def __init__(self):
+        self.process = psutil.Process()
+        self.before = self.peak = self.process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.before) / 2**20
+
+
+def post_big(url: str, path: str, prefix: bytes, content_type: str) -> int | None:
+    """The status of a 50 MB chunked POST, or None when the studio hung up before the client finished sending."""
+    try:
+        return httpx.post(url + path, content=chunked_body(prefix), headers={"content-type": content_type},
+                          timeout=120).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def test_big_offer_and_whep_bodies_are_refused_before_they_are_read():
+    with BackgroundServer(Settings(port=0, max_sessions=4)) as server, Bystander(server) as victim:
+        # a Content-Length over the limit: refused before a byte of the body is read
+        with socket.create_connection((server.settings.host, server.settings.port)) as sock:
+            sock.sendall(b"POST /api/webrtc/offer HTTP/1.1\r\nHost: studio\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n{" % BIG)
+            head = sock.makefile("rb").readline()
+            assert b" 413 " in head, head
+        jobs = [(server.url, "/api/webrtc/offer", b'{"sdp": "', "application/json")] * 8
+        jobs.append((server.url, f"/whep/{victim.viewer.session_id}", b"v=0\r\n", "application/sdp"))
+        with PeakRss() as rss, ThreadPoolExecutor(len(jobs)) as pool:
+            statuses = list(pool.map(lambda job: post_big(*job), jobs))
+        print(f"\n8 x 50 MB offers + 1 x 50 MB WHEP: statuses {statuses}; RSS +{rss.growth_mb:.0f} MB")
+        assert all(status in (413, None) for status in statuses[:8]), statuses
+        assert 413 in statuses[:8]
+        assert statuses[8] in (401, 413, None), statuses        # no credentials: refused either way, unread
+        assert rss.growth_mb < 64, f"RSS grew {rss.growth_mb:.0f} MB"
         victim.assert_unharmed()
 
 
