@@ -29,6 +29,8 @@ def builtin_names() -> list[str]:
 
 
 def _builtin_path(name: str) -> Path | None:
+    if len(name) > 100:         # no built-in name is this long; a longer one would fail in the OS, not say "no"
+        return None
     stem = re.sub(r"[\s\-]+", "_", name.strip()).lower()        # 'eight-worlds' → 'eight_worlds'
     path = BUILTIN_DIR / f"{stem}.json"
     return path if re.fullmatch(r"[a-z0-9_]+", stem) and path.is_file() else None

@@ -19,6 +19,7 @@ from studio.server import feed_routes, ice, routes, whep_routes
 from studio.server.access import QuotaFull, Visitors
 from studio.server.allocator import limit_arenas
 from studio.server.audience import AudienceFull
+from studio.server.body_limit import BodyLimit
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
@@ -26,7 +27,6 @@ from studio.server.owners import INDEX_NAME, Folders
 from studio.server.redact import hide_paths
 from studio.server.sessions import SessionManager, StudioFull
 from studio.server.settings import Settings
-
 
 
 def create_app(settings: Settings | None = None, *, player_at_root: bool = True, pool=None) -> FastAPI:
@@ -68,6 +68,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     app.state.visitors = Visitors(settings.admin_token, settings.disk, lambda: _visitor_folders(settings))
     for router in (*routes.routers, feed_routes.router, *whep_routes.routers):
         app.include_router(router)
+    # issue 42, finding 8: offer and WHEP bodies judged by their size before they are read
+    app.add_middleware(BodyLimit)
     mount_offline_docs(app)
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
