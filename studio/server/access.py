@@ -109,6 +109,7 @@ class Visitors:
         self.folders = folders
         self._visitors: list[Visitor] | None = None
         self._lock = threading.RLock()
+        self._pending: list[Reservation] = []   # uploads being written: counted before they land (issue 42)
 
     @property
     def known(self) -> list[Visitor]:
@@ -212,15 +213,48 @@ class Visitors:
 
     def room(self, visitor: Visitor, kind: str, replacing: bool = False) -> int:
         """Bytes `visitor` may still write as one more of `kind` ("uploads" or "takes"), or as a replacement of
-        one it holds; QuotaFull if none."""
-        limit = self.limits.max_uploads if kind == "uploads" else self.limits.max_takes
-        if not (visitor.admin or replacing) and visitor.holds(kind) >= limit:
-            raise QuotaFull(f"you hold {limit} {kind}, the most one visitor may keep; delete one first", kind, 429)
-        free = self.limits.disk_quota - self.used_bytes()
-        if free <= 0:
-            raise QuotaFull(f"the studio's disk quota for uploads and takes ({self.limits.disk_quota / 2**20:.0f} "
-                            "MiB) is used up; try again later", kind, 507)
-        return free
+        one it holds, after what uploads in flight have reserved; QuotaFull if none."""
+        with self._lock:
+            limit = self.limits.max_uploads if kind == "uploads" else self.limits.max_takes
+            pending = sum(1 for r in self._pending if r.visitor is visitor and r.kind == kind and not r.replacing)
+            if not (visitor.admin or replacing) and visitor.holds(kind) + pending >= limit:
+                raise QuotaFull(f"you hold {limit} {kind}, the most one visitor may keep; delete one first", kind,
+                                429)
+            free = self.limits.disk_quota - self.used_bytes() - sum(r.size for r in self._pending)
+            if free <= 0:
+                raise QuotaFull(f"the studio's disk quota for uploads and takes "
+                                f"({self.limits.disk_quota / 2**20:.0f} MiB) is used up; try again later", kind, 507)
+            return free
+
+    def reserve(self, visitor: Visitor, kind: str, path: Path, replacing: bool, wanted: int) -> "Reservation":
+        """Hold a place and up to `wanted` bytes for an upload before a byte of it is written, so that uploads
+        arriving together cannot all pass the same check (six parallel PUTs gave five 200s with a limit of 2).
+        A name already being written is refused (409). Release it once the upload is recorded or has failed."""
+        real = owners.real_path(path)
+        with self._lock:
+            if any(r.path == real for r in self._pending):
+                raise QuotaFull(f"{path.name!r} is being uploaded right now; wait for it or choose another name",
+                                kind, 409)
+            reservation = Reservation(visitor, kind, real, replacing, min(wanted, self.room(visitor, kind,
+                                                                                              replacing)))
+            self._pending.append(reservation)
+            return reservation
+
+    def release(self, reservation: "Reservation") -> None:
+        with self._lock:
+            self._pending.remove(reservation)
+
+
+@dataclass(eq=False)
+class Reservation:
+    """Room held for one upload in flight: a place among the visitor's `kind` (unless it replaces one it holds)
+    and `size` bytes of the disk quota."""
+
+    visitor: Visitor
+    kind: str
+    path: Path
+    replacing: bool
+    size: int
 
 
 class VisitorTakes:

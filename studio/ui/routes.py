@@ -155,15 +155,17 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
     replacing = path.exists()
     if replacing and not visitor.owns(path):
         raise HTTPException(409, f"{name!r} is another visitor's upload; choose another name")
-    room = visitors.room(visitor, "uploads", replacing)
+    reservation = visitors.reserve(visitor, "uploads", path, replacing, declared or ui.upload_limit)
     try:
-        path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, room)
+        path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, reservation.size)
+        visitors.record(visitor, "uploads", path)      # also after a restart (studio/server/owners.py)
     except UploadError as exc:
         if exc.technical is None:
             raise
         refusal = UploadRefusal(error=str(exc), where=exc.where, detail=hide_paths(exc.technical, settings))
         return JSONResponse(refusal.model_dump(), status_code=400)
-    visitors.record(visitor, "uploads", path)      # also after a restart (studio/server/owners.py)
+    finally:
+        visitors.release(reservation)              # recorded by now, or failed: its place is free again
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
 
 
