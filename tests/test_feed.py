@@ -55,13 +55,33 @@ def _header(w=32, h=16, compression=0, magic=FRAME_MAGIC):
     (_header(magic=b"NOPE") + bytes(5 * 16 * 32 * 3), "bad frame header"),
     (_header(w=64) + bytes(5 * 16 * 64 * 3), "frame is 64x16 but the hello said 32x16"),
     (_header() + bytes(100), "payload has 100 bytes"),
-    (_header(compression=1) + zlib.compress(bytes(10 * 5 * 16 * 32 * 3)), "inflates beyond one"),
-    (_header(compression=1) + b"not zlib at all", "zlib payload is corrupt"),
     (_header(compression=9) + bytes(10), "unknown compression id 9"),
 ])
 def test_malformed_frames_are_rejected_with_a_reason(message, match):
     with pytest.raises(FeedError, match=match):
         decode_frame(message, HELLO)
+
+
+ZLIB_HELLO = Hello("kart", 32, 16, 30.0, "zlib")
+
+
+@pytest.mark.parametrize("message, match", [
+    (_header(compression=1) + zlib.compress(bytes(10 * 5 * 16 * 32 * 3)), "inflates beyond one"),
+    (_header(compression=1) + b"not zlib at all", "zlib payload is corrupt"),
+])
+def test_malformed_zlib_frames_are_rejected_with_a_reason(message, match):
+    with pytest.raises(FeedError, match=match):
+        decode_frame(message, ZLIB_HELLO)
+
+
+def test_a_frame_whose_header_disagrees_with_the_hello_is_refused_before_inflating():
+    # the event loop decodes "none" feeds in place, so a zlib frame on such a feed must never be inflated there
+    lying = _header(compression=1) + zlib.compress(bytes(5 * 16 * 32 * 3))
+    with pytest.raises(FeedError, match="frame header says zlib but the hello said none") as raised:
+        decode_frame(lying, HELLO)
+    assert raised.value.code == 1003
+    with pytest.raises(FeedError, match="frame header says none but the hello said zlib"):
+        decode_frame(_header() + bytes(5 * 16 * 32 * 3), ZLIB_HELLO)
 
 
 def _hello(**fields) -> str:

@@ -168,6 +168,14 @@ def decode_frame(message: bytes, hello: Hello) -> GBufferFrame:
     if (width, height) != (hello.width, hello.height):
         raise FeedError(f"frame is {width}x{height} but the hello said {hello.width}x{hello.height}",
                         code=CLOSE["bad_data"])
+    named = {v: k for k, v in COMPRESSION_IDS.items()}.get(compression)
+    if named is None:
+        raise FeedError(f"unknown compression id {compression}")
+    # the studio picks where to decode (in place or on a thread) from the hello, so a frame that lies about
+    # its compression is refused before anything is inflated
+    if named != hello.compression:
+        raise FeedError(f"frame {index}: frame header says {named} but the hello said {hello.compression}",
+                        code=CLOSE["bad_data"])
     payload = memoryview(message)[FRAME_HEADER.size:]
     expected = hello.frame_bytes
     if compression == COMPRESSION_IDS["zlib"]:

@@ -1,7 +1,8 @@
 """The engine feed endpoint: `WS /api/engine/feed` (protocol in gbuffer/feed/protocol.py, docs/feed.md), and
 `GET /api/feeds`, the feeds connected now.
 
-Reading and checking frames happens here; a bad message closes this feed only. Inflating a zlib frame runs in a
+Reading and checking frames happens here; a bad message closes this feed only. Inflating a zlib frame (the frame's
+header must agree with the hello, checked before inflating) runs in a
 worker thread so a busy feed never stalls WebRTC signalling or other sessions (an uncompressed one is one copy). An engine that
 says protocol 2 gets its own session (studio/server/engine_link.py) and the return path on the same socket:
 styled frames out as binary messages, its control messages answered as text (`ReturnPath`).
