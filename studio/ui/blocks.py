@@ -35,6 +35,7 @@ def head_html() -> str:
 
 def build_blocks() -> gr.Blocks:
     markup = files("studio.ui").joinpath("static/studio.html").read_text(encoding="utf-8")
-    with gr.Blocks(title="AlayaStudio", fill_width=True) as blocks:
+    # analytics off: the studio must phone nowhere (issue 42, finding 11)
+    with gr.Blocks(title="AlayaStudio", fill_width=True, analytics_enabled=False) as blocks:
         gr.HTML(markup, js_on_load=START_JS, apply_default_css=False, elem_id="alaya-root")
     return blocks
