@@ -27,9 +27,9 @@ import math
 from typing import Any
 
 from prompt_presets import resolve_prompt
-from studio.schedule.errors import ScheduleError, warn, within
-from studio.schedule.keyframes import parse_weighted_prompt
-from studio.schedule.model import MAX_FRAMES, PromptSpec, Schedule
+from timeline.schedule.errors import ScheduleError, warn, within
+from timeline.schedule.keyframes import parse_weighted_prompt
+from timeline.schedule.model import MAX_FRAMES, PromptSpec, Schedule
 
 TOLERANCE = 1e-6        # weights equal within this are the same (Parseq rounds its weights to 4 digits)
 Blend = dict[tuple[str, str | None], float]     # (prompt text, preset or None) → normalised weight
