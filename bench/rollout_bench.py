@@ -4,7 +4,7 @@
     python -m bench.rollout_bench [--size 160x96] [--loop-frames 10000] [--source engine|PATH]
                                   [--renderer reference] [--threads 1] [--json out.json]
 
-The rollout is the one the server's session worker and `alaya-studio render` run (studio.rollout.Rollout):
+The rollout is the one the server's session worker and `alaya-studio render` run (timeline.rollout.Rollout):
 source → schedule → render session, chunk by chunk. "eight_worlds" plays the built-in schedule once (637
 frames); "loop" plays the same schedule looping for --loop-frames frames. The source is the built-in engine on
 autopilot (default) or a recorded sequence, started again at its end as the server's loop playback does (the
@@ -24,8 +24,8 @@ import torch
 
 from bench.harness import machine, parser, write_json
 from renderer import create_renderer
-from studio.rollout import Rollout
-from studio.schedule import Schedule, load_builtin
+from timeline.rollout import Rollout
+from timeline.schedule import Schedule, load_builtin
 from studio.sources import open_source
 
 FLAT_MIB, FLAT_FRACTION = 16, 0.05

@@ -1,5 +1,5 @@
 """One prompt of a blend or a schedule segment: a preset by name, or free text, with a weight. The one
-definition, shared by the schedule format (studio/schedule) and the data-channel messages (webrtc/protocol.py),
+definition, shared by the schedule format (timeline/schedule) and the data-channel messages (webrtc/protocol.py),
 which is why it lives here, below both."""
 
 from __future__ import annotations

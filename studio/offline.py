@@ -19,8 +19,8 @@ from PIL import Image, ImageDraw
 
 from gbuffer.frame import CHANNELS, GBufferFrame
 from renderer.timing import process_peak_rss_bytes
-from studio.rollout import Rollout
-from studio.video import Mp4Writer
+from timeline.rollout import Rollout
+from media.video import Mp4Writer
 
 
 @dataclass

@@ -14,7 +14,7 @@ import torch
 from alaya_errors import UserError
 from gbuffer.feed import FeedHub, Hello
 from renderer.reference.synthetic import synthetic_gbuffer
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.server.access import DiskLimits, Visitors
 from studio.server.engine_link import EngineLink, OutputRequest, parse_output
 from studio.server.owners import Folders

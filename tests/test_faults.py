@@ -32,11 +32,11 @@ from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.cli import main as cli
 from studio.offline import render_to_mp4
-from studio.rollout import Rollout
-from studio.schedule import Schedule
+from timeline.rollout import Rollout
+from timeline.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
-from studio.video import VideoWriteError
+from media.video import VideoWriteError
 from webrtc.client import StudioViewer
 
 TINY = {"size": "64x32", "source": "tiny", "keep_pixels": False}
@@ -280,7 +280,7 @@ def test_output_folder_deleted_mid_export_is_an_error_not_a_success(data_dir, tm
 
 def test_partial_export_frames_are_whole(data_dir, tmp_path):
     """Control for the faults above: the same export with nothing broken writes every frame."""
-    from studio.video import read_mp4_frames
+    from media.video import read_mp4_frames
 
     out = tmp_path / "ok.mp4"
     assert cli(["render", str(data_dir / "tiny"), "--prompt", "polar", "-o", str(out), "--no-progress",

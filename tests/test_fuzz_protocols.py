@@ -28,7 +28,7 @@ from helpers.watch import recvonly_offer_sdp, start_owner
 from prompt_presets import REPORT_STYLES
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from studio.server.planner import SessionPlan

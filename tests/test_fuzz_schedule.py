@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from helpers.fuzz import fuzz_settings, outcome
 from helpers.parseq import parseq_export, parseq_prompt
-from studio.schedule import Schedule, ScheduleError, load_builtin, parse_schedule_text, schedule_from_value
+from timeline.schedule import Schedule, ScheduleError, load_builtin, parse_schedule_text, schedule_from_value
 
 scalars = st.none() | st.booleans() | st.integers(-10**7, 10**7) | st.floats() | st.text(max_size=12) \
     | st.sampled_from(["cyberpunk", "volcano", "linear", "slerp", "ease_in_out", "cut", "0", "-1", "1e9"])

@@ -17,7 +17,13 @@ FORBIDDEN = {
     "renderer": {"webrtc", "studio", "training", "cluster"},
     "webrtc": {"studio", "training", "cluster"},
     "cluster": {"webrtc", "studio", "training"},     # render workers: renderer below, the studio above
+    "training": {"studio"},                          # beside the renderer: schedules/rollout/MP4 come from below
+    # timeline.rollout still types against renderer.base (RenderSession, RenderResult): renderer not yet forbidden
+    "timeline": {"studio", "webrtc", "training", "cluster"},
+    "media": {"renderer", "webrtc", "studio", "training", "cluster", "timeline"},
 }
+PACKAGES = ("gbuffer", "prompt_presets", "renderer", "webrtc", "cluster", "training", "timeline", "media", "studio",
+            "bench")
 OPTIONAL = ("ray", "cluster", "training", "peft", "diffusers", "transformers",
             "panda3d", "bpy", "grpc", "gbuffer.panda3d", "gbuffer.blender")   # the engines extra
 
@@ -120,3 +126,23 @@ def test_no_route_reaches_into_the_app_state():
                   ("get", "post", "put", "patch", "delete", "websocket") for d in fn.decorator_list)]
     assert len(routes) > 30
     assert [f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}" for path, fn in routes if reads_app_state(fn)] == []
+
+
+def test_no_import_cycle_between_packages():
+    """The top-level packages form a DAG: every import counts, TYPE_CHECKING and function-local ones included."""
+    graph = {p: sorted({name for path in (ROOT / p).rglob("*.py") for name, _ in imported_packages(path)}
+                       & set(PACKAGES) - {p}) for p in PACKAGES}
+    done: set[str] = set()
+
+    def visit(package: str, trail: list[str]) -> list[str] | None:
+        if package in trail:
+            return trail[trail.index(package):] + [package]
+        if package in done:
+            return None
+        for target in graph[package]:
+            if (cycle := visit(target, trail + [package])) is not None:
+                return cycle
+        done.add(package)
+        return None
+
+    assert next((c for p in PACKAGES if (c := visit(p, [])) is not None), None) is None

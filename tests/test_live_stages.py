@@ -16,9 +16,9 @@ from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from gbuffer.formats.gbufzip import GbufZipSource, GbufZipWriter
 from prompt_presets.presets import get_preset
 from renderer import create_renderer
-from studio.rollout import Rollout
-from studio.schedule.live import LiveTimeline
-from studio.schedule.model import Schedule
+from timeline.rollout import Rollout
+from timeline.schedule.live import LiveTimeline
+from timeline.schedule.model import Schedule
 from studio.server.chunk_stage import ChunkStage
 from studio.server.outbox import Outbox
 from studio.server.take_control import TakeControl

@@ -1,4 +1,4 @@
-"""The live timeline (studio/schedule/live.py), without a server: the rules the studio page relies on (docs/ui.md)
+"""The live timeline (timeline/schedule/live.py), without a server: the rules the studio page relies on (docs/ui.md)
 — a live switch on a loop takes the whole loop, live switches close together coalesce into one block, past the
 end of a fixed-length schedule the last segment holds and live switches extend it — and its
 edits as the rollout sees them, frame by frame."""
@@ -11,9 +11,9 @@ from gbuffer.formats import open_sequence, write_npy_windows
 from prompt_presets import Conditioning, resolve_prompt
 from renderer.reference import ReferenceRenderer
 from renderer.reference.synthetic import synthetic_gbuffer
-from studio.rollout import Rollout
-from studio.schedule import Schedule
-from studio.schedule.live import LiveTimeline
+from timeline.rollout import Rollout
+from timeline.schedule import Schedule
+from timeline.schedule.live import LiveTimeline
 
 
 def cond(name: str) -> Conditioning:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from studio.cli import main
-from studio.video import read_mp4_frames
+from media.video import read_mp4_frames
 
 
 def segment_means(frames, starts, length, margin=20):
@@ -18,7 +18,7 @@ def segment_means(frames, starts, length, margin=20):
 
 @pytest.mark.slow
 def test_record_then_render_eight_worlds_changes_style_at_the_scheduled_frames(tmp_path):
-    from studio.schedule import load_schedule
+    from timeline.schedule import load_schedule
 
     rec = tmp_path / "d.gbuf.zip"
     out = tmp_path / "d.mp4"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prompt_presets import Conditioning, PromptSpec, WeightedPrompt, get_preset
-from studio.schedule import MAX_FRAMES, Schedule, ScheduleError
+from timeline.schedule import MAX_FRAMES, Schedule, ScheduleError
 
 
 def doc(*segments, **top) -> dict:

@@ -9,8 +9,8 @@ import pytest
 
 from prompt_presets import REPORT_STYLES
 from studio.cli import main
-from studio.schedule import Schedule, ScheduleError, builtin_names, load_builtin, load_schedule
-from studio.schedule.io import BUILTIN_DIR
+from timeline.schedule import Schedule, ScheduleError, builtin_names, load_builtin, load_schedule
+from timeline.schedule.io import BUILTIN_DIR
 
 FLASH_CHUNK = 16          # frames per flash chunk; the report switches style every five chunks
 

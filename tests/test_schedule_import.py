@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers.parseq import parseq_export, parseq_prompt
 from prompt_presets import Conditioning
-from studio.schedule import ScheduleError, ScheduleImportWarning, load_schedule, parse_schedule_text
+from timeline.schedule import ScheduleError, ScheduleImportWarning, load_schedule, parse_schedule_text
 
 
 def weights(cond: Conditioning) -> dict[str, float]:
@@ -240,7 +240,7 @@ def test_auto_detection_and_explicit_formats():
 
 
 def test_values_from_requests_never_read_files(tmp_path):
-    from studio.schedule import schedule_from_value
+    from timeline.schedule import schedule_from_value
     assert schedule_from_value("eight-worlds").length == 637
     assert schedule_from_value({"0": "polar", "10": "volcano"}).boundaries() == (0, 10)
     assert schedule_from_value("0: polar, 10: volcano").boundaries() == (0, 10)
@@ -262,7 +262,7 @@ def test_values_from_requests_never_read_files(tmp_path):
      r"^loop: Input should be a valid boolean"),
 ])
 def test_wrongly_typed_fields_are_errors_not_crashes(value, message):
-    from studio.schedule import schedule_from_value
+    from timeline.schedule import schedule_from_value
     with pytest.raises(ScheduleError, match=message):
         schedule_from_value(value)
 

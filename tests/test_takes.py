@@ -19,12 +19,12 @@ from helpers.sessions import wait_no_sessions
 from helpers.waiting import wait_until
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.cli import main as cli
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from studio.takes import TakeStore, open_take
 from studio.ui import mount_ui
-from studio.video import read_mp4_frames
+from media.video import read_mp4_frames
 from webrtc.client import StudioViewer
 
 VIEW = {"size": "64x32", "source": "demo", "prompt": "polar"}

@@ -21,7 +21,7 @@ from helpers.sessions import wait_no_sessions
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from studio.takes import TakeStore, open_take
-from studio.video import Mp4Writer, VideoWriteError, read_mp4_frames
+from media.video import Mp4Writer, VideoWriteError, read_mp4_frames
 from webrtc.client import StudioViewer
 
 VIEW = {"size": "64x32", "source": "demo", "prompt": "polar"}

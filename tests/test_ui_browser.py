@@ -16,7 +16,7 @@ import pytest
 
 from helpers.browser import (AS_ADMIN, CHROMIUM, HAVE_CHROMIUM, SIZE, browser, frames_decoded,  # noqa: F401
                              page, page_auth, server, server_schedule, settled, status, wait_until)
-from studio.schedule import load_schedule
+from timeline.schedule import load_schedule
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
 

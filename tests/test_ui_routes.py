@@ -219,7 +219,7 @@ def test_a_connected_external_engine_is_offered_as_a_source(tmp_path):
 
 
 def test_config_serves_the_easing_curves_the_schedule_renders(client):
-    from studio.schedule.easing import EASINGS
+    from timeline.schedule.easing import EASINGS
 
     curves = client.get("/api/ui/config").json()["easing_curves"]
     assert set(curves) == set(EASINGS)

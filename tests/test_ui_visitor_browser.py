@@ -17,7 +17,7 @@ import pytest
 from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, OWNER, SIZE, browser, frames_decoded, message,  # noqa: F401
                              open_studio, page, play_upload, record_statuses, server, server_schedule,
                              sessions_end_with_the_block, settled, status, wait_until)
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.ui.uploads import NOT_A_SEQUENCE
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from studio.video import Mp4Writer, VideoWriteError, read_mp4_frames
+from media.video import Mp4Writer, VideoWriteError, read_mp4_frames
 
 
 def gradient(h, w, shift):

@@ -3,7 +3,7 @@
     accuracy      share of frames whose output is nearer (PSNR) to its own style's target than to every other
                   candidate style's target (training/style_targets.py), per style and over all
     paraphrases   the same for free text the model was never trained on, each naming one style
-    eight worlds  the report's 637-frame rollout (studio/schedules/eight_worlds.json: eight styles, a switch
+    eight worlds  the report's 637-frame rollout (timeline/schedules/eight_worlds.json: eight styles, a switch
                   every five chunks), per segment: accuracy; `settle_frames`, how many frames after the switch
                   until the output is its new style for the rest of the segment (None: not by its end); and
                   `structure`, the edges of the output against the G-buffer's geometry edges (mean IoU,

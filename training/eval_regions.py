@@ -165,7 +165,7 @@ def warp_error(frames: np.ndarray, pair_warps: list[Warp]) -> float | None:
 
 def rows(evaluation) -> dict[str, RowFrames]:
     """The rows eval has the parts for: the model, and the per-pixel and codec baselines when fitted."""
-    from studio.schedule import Schedule
+    from timeline.schedule import Schedule
     from training.baselines import codec_reconstruction
     from training.eval_run import BLOCK, render_stream
 

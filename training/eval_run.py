@@ -81,8 +81,8 @@ def tasks_for(path: Path, o: EvalOptions) -> list[Task]:
 
 
 def render_stream(renderer, source, schedule, seed: int, limit: int | None = None) -> Iterator:
-    """The rendered frames (studio.rollout.RenderedFrame) of `source` under `schedule`, as a live session."""
-    from studio.rollout import Rollout
+    """The rendered frames (timeline.rollout.RenderedFrame) of `source` under `schedule`, as a live session."""
+    from timeline.rollout import Rollout
 
     source.seek(0)
     with renderer.open_session(source.width, source.height, seed=seed) as session:
@@ -196,7 +196,7 @@ class Evaluation:
 
     def score_model(self, test: HeldOutRecording, task: Task, seed: int, targets, control):
         """One stream → (its metrics, its FVD clips or None); `control` counts which style each frame shows."""
-        from studio.schedule import Schedule
+        from timeline.schedule import Schedule
 
         o, metrics = self.o, StreamMetrics()
         target = targets[task.target]
@@ -227,7 +227,7 @@ class Evaluation:
     def _side_by_side(self, stack, test: HeldOutRecording, task: Task):
         if self.o.side_by_side is None:
             return None
-        from studio.video import Mp4Writer
+        from media.video import Mp4Writer
 
         out = Path(self.o.side_by_side)
         out.mkdir(parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ class Evaluation:
 
     def score_baselines(self, test: HeldOutRecording, tasks: list[Task], targets) -> dict[str, dict[str, StreamMetrics]]:
         """{baseline: {task key: metrics}}; albedo and reference_original against the RGB only."""
-        from studio.schedule import Schedule
+        from timeline.schedule import Schedule
 
         out: dict[str, dict[str, StreamMetrics]] = {"albedo": {}, "reference_original": {}, "per_pixel": {},
                                                     "codec": {}}
@@ -265,7 +265,7 @@ class Evaluation:
     # ---- prompt control beyond the styles' own streams ----------------------------------------------------
 
     def paraphrases(self) -> dict:
-        from studio.schedule import Schedule
+        from timeline.schedule import Schedule
 
         items = []
         for text, style in PARAPHRASES.items():
@@ -286,7 +286,7 @@ class Evaluation:
         return {"accuracy": None if accuracy is None else round(accuracy, 4), "items": items}
 
     def eight_worlds(self) -> dict:
-        from studio.schedule.io import load_builtin
+        from timeline.schedule.io import load_builtin
 
         schedule = load_builtin(EIGHT_WORLDS)
         n = min(schedule.length, self.o.rollout_frames or schedule.length)

@@ -31,7 +31,7 @@ class _Message(BaseModel):
 
 
 # A live switch's transition, as its length in frames: 0 = a cut, n = a blend of the message's `mode` over n
-# frames (it becomes a studio.schedule Transition where the switch lands on the timeline).
+# frames (it becomes a timeline.schedule Transition where the switch lands on the timeline).
 TransitionFrames = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
 
 

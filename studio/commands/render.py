@@ -42,11 +42,11 @@ def run(args) -> int:
     from gbuffer.size import Size
     from studio.commands._args import check_renderer_options, parse_renderer_options
     from studio.offline import render_to_mp4, write_metrics
-    from studio.rollout import Rollout
-    from studio.schedule import Schedule, load_schedule
+    from timeline.rollout import Rollout
+    from timeline.schedule import Schedule, load_schedule
     from studio.sources import ENGINE_INPUTS, open_source
     from studio.takes import is_take, open_take
-    from studio.video import check_output_file
+    from media.video import check_output_file
 
     if args.frames is not None and args.frames <= 0:
         raise UserError(f"must be a positive number of frames, got {args.frames}", "--frames")

@@ -45,7 +45,7 @@ def register(sub) -> None:
 
 
 def _file_options(p) -> None:
-    from studio.schedule import FORMATS
+    from timeline.schedule import FORMATS
     p.add_argument("file", metavar="FILE", help="schedule / keyframes / Parseq file, or a built-in name")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: auto)")
 
@@ -57,7 +57,7 @@ def _usage(parser) -> int:
 
 def _load(args, **options):
     """load_schedule, printing import warnings to stderr."""
-    from studio.schedule import ScheduleImportWarning, load_schedule
+    from timeline.schedule import ScheduleImportWarning, load_schedule
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScheduleImportWarning)
         schedule = load_schedule(args.file, format=args.format, **options)

@@ -30,7 +30,7 @@ from gbuffer.feed import Feed
 from gbuffer.feed.source import ARRIVAL
 from gbuffer.feed.protocol import StyledFrame
 from gbuffer.size import Size, SizeError
-from studio.rollout import RenderedFrame
+from timeline.rollout import RenderedFrame
 from studio.server.access import Ownership
 from studio.server.engine_channel import EngineChannel
 from studio.server.models import SessionOptions

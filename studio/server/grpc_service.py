@@ -25,7 +25,7 @@ from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
 from gbuffer.feed.grpc.messages import parse_open
 from gbuffer.feed.protocol import FeedError, max_message_bytes
-from studio.schedule import schedule_from_value
+from timeline.schedule import schedule_from_value
 from studio.server import access
 from studio.server.access import Visitors
 from studio.server.grpc_stream import EngineStream, Outgoing, StreamFailed, first_open, open_link, welcome

@@ -16,7 +16,7 @@ from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource
 from prompt_presets import Conditioning, PromptSpec, get_preset, resolve_prompt
 from prompt_presets.matching import matching_ready, when_matching_ready
-from studio.schedule import Schedule, schedule_from_value
+from timeline.schedule import Schedule, schedule_from_value
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_fits
 

@@ -16,8 +16,8 @@ from gbuffer.size import H264_RULE, Size
 from gbuffer.source import Source
 from renderer import RENDERERS, Renderer, check_size, create_renderer
 from renderer.base import RenderSession
-from studio.rollout import Rollout
-from studio.schedule import Schedule, ScheduleError, schedule_from_value
+from timeline.rollout import Rollout
+from timeline.schedule import Schedule, ScheduleError, schedule_from_value
 from studio.server.models import SessionOptions
 from studio.server.settings import Settings
 from studio.sources import ENGINE_INPUTS, open_source

@@ -7,7 +7,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.rollout import RenderedFrame
+from timeline.rollout import RenderedFrame
 from studio.server.metrics import SessionObserver
 from webrtc import protocol as dc
 from webrtc.track import OutgoingFrame, SessionVideoTrack

@@ -17,7 +17,7 @@ from prompt_presets import preset_names
 from prompt_presets.matching import matching_ready
 from renderer import RENDERERS
 from studio import __version__
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.server.deps import (AdminDep, FeedsDep, KeyDep, ManagerDep, MetricsDep, SessionDep, SettingsDep,
                                 VisitorsDep, live_sessions)
 from studio.server.metrics import CONTENT_TYPE

@@ -1,7 +1,7 @@
 """One live session: a peer connection's rollout and the parts that run it.
 
 - the worker (studio/server/worker.py): renders in a thread of its own and hands frames to the video track;
-- the live timeline (studio/schedule/live.py): the schedule it plays, and the switches made while it plays;
+- the live timeline (timeline/schedule/live.py): the schedule it plays, and the switches made while it plays;
 - the channel handlers (studio/server/handlers.py): one per data-channel message type;
 - the take control (studio/server/take_control.py), the reports (per-frame status, stats) and the audience.
 The session is given what it needs in its constructor and owns these parts; nothing sets its attributes.
@@ -15,8 +15,8 @@ from typing import Callable
 
 from gbuffer.source import LiveSource, Source
 from renderer.base import RenderSession, RendererError
-from studio.rollout import RenderedFrame, Rollout
-from studio.schedule.live import LiveTimeline
+from timeline.rollout import RenderedFrame, Rollout
+from timeline.schedule.live import LiveTimeline
 from studio.server.audience import Audience
 from studio.server.handlers import ChannelHandlers
 from studio.server.metrics import SessionObserver

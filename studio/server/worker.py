@@ -22,8 +22,8 @@ import numpy as np
 
 from alaya_errors import UserError
 from gbuffer.source import LiveSource
-from studio.rollout import RenderedFrame, Rollout
-from studio.schedule.live import LiveTimeline
+from timeline.rollout import RenderedFrame, Rollout
+from timeline.schedule.live import LiveTimeline
 from studio.server.chunk_stage import ChunkStage
 from studio.server.metrics import SessionObserver
 from studio.server.outbox import Outbox

@@ -32,9 +32,9 @@ from gbuffer.formats import GbufZipWriter
 from gbuffer.formats.common import write_atomic
 from gbuffer.frame import GBufferFrame
 from prompt_presets import Conditioning
-from studio.schedule import PromptSpec, Schedule
+from timeline.schedule import PromptSpec, Schedule
 from studio.takes.reserve import DiskReserve
-from studio.video import Mp4Writer
+from media.video import Mp4Writer
 
 log = logging.getLogger("alaya.takes")
 QUEUE_FRAMES = 64            # frames in flight to the writer (~16 MB at 416x224 with the G-buffer)

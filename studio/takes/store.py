@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from alaya_errors import UserError
-from studio.schedule import Schedule
+from timeline.schedule import Schedule
 from studio.takes.recorder import (DEFAULT_MIN_FREE, INPUT, SCHEDULE, TAKE_META, TakeError, TakeInfo,
                                    TakeRecorder)
 

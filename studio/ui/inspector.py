@@ -12,7 +12,7 @@ import time
 from PIL import Image
 
 from studio.offline import side_by_side
-from studio.rollout import RenderedFrame
+from timeline.rollout import RenderedFrame
 
 
 def wait_latest(session, timeout: float) -> RenderedFrame | None:

@@ -17,7 +17,7 @@ from alaya_errors import UserError
 from gbuffer.source import Source
 from renderer.base import Renderer
 from studio.offline import render_to_mp4
-from studio.rollout import Rollout
+from timeline.rollout import Rollout
 from studio.server.planner import SessionPlan
 
 log = logging.getLogger("alaya.ui.jobs")

@@ -18,13 +18,13 @@ from alaya_errors import UserError
 from gbuffer.formats.sequence import input_kind
 from gbuffer.frame import GBufferError
 from prompt_presets import Conditioning, load_presets, resolve_prompt
-from studio.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
-from studio.schedule.easing import EASINGS
+from timeline.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
+from timeline.schedule.easing import EASINGS
 from studio.server.deps import FeedsDep, KeyDep, ManagerDep, SessionDep, SettingsDep, VisitorDep, VisitorsDep
 from studio.server.models import ErrorBody, SessionOptions
 from studio.server.redact import hide_paths
 from studio.sources import ENGINE_INPUTS
-from studio.rollout import RenderedFrame
+from timeline.rollout import RenderedFrame
 from studio.takes import TAKE_PREFIX
 from studio.ui import inspector
 from studio.ui.jobs import RenderJob, RenderJobs

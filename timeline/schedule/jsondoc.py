@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from studio.schedule.errors import ScheduleError
+from timeline.schedule.errors import ScheduleError
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:

@@ -21,7 +21,7 @@ from renderer.base import RenderResult, RenderSession
 
 class ConditioningTimeline(Protocol):
     """Anything that maps a timeline frame to conditioning: a Schedule, or a live session's LiveTimeline
-    (studio/schedule/live.py), which also takes edits while it plays."""
+    (timeline/schedule/live.py), which also takes edits while it plays."""
 
     def conditioning_at(self, frame: int) -> Conditioning: ...
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from studio.schedule.errors import ScheduleError
-from studio.schedule.jsondoc import load_json
-from studio.schedule.keyframes import (keyframes_from_dict, parse_keyframe_text, schedule_from_deforum_settings,
+from timeline.schedule.errors import ScheduleError
+from timeline.schedule.jsondoc import load_json
+from timeline.schedule.keyframes import (keyframes_from_dict, parse_keyframe_text, schedule_from_deforum_settings,
                                        schedule_from_keyframes)
-from studio.schedule.model import Schedule
-from studio.schedule.parseq import is_parseq, schedule_from_parseq
+from timeline.schedule.model import Schedule
+from timeline.schedule.parseq import is_parseq, schedule_from_parseq
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "schedules"
 FORMATS = ("auto", "schedule", "keyframes", "parseq")

@@ -23,9 +23,9 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Str
 
 from alaya_errors import field_error
 from prompt_presets import BlendMode, Conditioning, PromptSpec, WeightedPrompt, resolve_prompt
-from studio.schedule.easing import EASINGS, Easing
-from studio.schedule.errors import ScheduleError, schedule_error
-from studio.schedule.jsondoc import load_json
+from timeline.schedule.easing import EASINGS, Easing
+from timeline.schedule.errors import ScheduleError, schedule_error
+from timeline.schedule.jsondoc import load_json
 
 SCHEDULE_VERSION = 1
 # Ten hours at 30 fps: far beyond any prepared timeline, yet a live session that records its switches into

@@ -27,9 +27,9 @@ import math
 from typing import Any
 
 from prompt_presets import resolve_prompt
-from studio.schedule.errors import ScheduleError, warn, within
-from studio.schedule.keyframes import parse_weighted_prompt
-from studio.schedule.model import MAX_FRAMES, PromptSpec, Schedule
+from timeline.schedule.errors import ScheduleError, warn, within
+from timeline.schedule.keyframes import parse_weighted_prompt
+from timeline.schedule.model import MAX_FRAMES, PromptSpec, Schedule
 
 # Parseq exports are evaluated frame by frame, so their cost is frames × prompts, not their size in bytes
 # (issue 42: 434 bytes asked for 8 prompts over 1,080,000 frames and held the server for 20-45 s)

@@ -1,6 +1,6 @@
 """The live timeline: the schedule a live session plays, and the edits made to it while it plays (docs/ui.md).
 
-A rollout asks it `conditioning_at(frame)` like any schedule (`studio.rollout.ConditioningTimeline`). Edits:
+A rollout asks it `conditioning_at(frame)` like any schedule (`timeline.rollout.ConditioningTimeline`). Edits:
 - `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block, a switch
   to what the block already plays adds none; on a loop the switch takes the whole loop, from the next pass on.
   On a prepared timeline (several blocks, more to come) it holds until the next block and deletes none.
@@ -16,7 +16,7 @@ read `schedule`, which is replaced whole.
 from __future__ import annotations
 
 from prompt_presets import Conditioning
-from studio.schedule.model import Schedule
+from timeline.schedule.model import Schedule
 
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
 

@@ -22,9 +22,9 @@ import re
 from typing import Any
 
 from prompt_presets import resolve_prompt
-from studio.schedule.errors import ScheduleError, warn, within
-from studio.schedule.jsondoc import load_json
-from studio.schedule.model import MAX_FRAMES, PromptSpec, Schedule
+from timeline.schedule.errors import ScheduleError, warn, within
+from timeline.schedule.jsondoc import load_json
+from timeline.schedule.model import MAX_FRAMES, PromptSpec, Schedule
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
 _AND = re.compile(r"\s+AND\s+")

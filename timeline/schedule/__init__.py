@@ -4,11 +4,11 @@
 which also takes the switches made while it plays. See docs/schedule.md.
 """
 
-from studio.schedule.errors import ScheduleError, ScheduleImportWarning
-from studio.schedule.io import (FORMATS, builtin_names, load_builtin, load_schedule, parse_schedule_text,
+from timeline.schedule.errors import ScheduleError, ScheduleImportWarning
+from timeline.schedule.io import (FORMATS, builtin_names, load_builtin, load_schedule, parse_schedule_text,
                                 schedule_from_data, schedule_from_value)
-from studio.schedule.live import LiveTimeline
-from studio.schedule.model import MAX_FRAMES, SCHEDULE_VERSION, PromptSpec, Schedule, Segment, Transition, mix
+from timeline.schedule.live import LiveTimeline
+from timeline.schedule.model import MAX_FRAMES, SCHEDULE_VERSION, PromptSpec, Schedule, Segment, Transition, mix
 
 __all__ = ["FORMATS", "LiveTimeline", "MAX_FRAMES", "SCHEDULE_VERSION", "PromptSpec", "Schedule", "ScheduleError",
            "ScheduleImportWarning", "Segment", "Transition", "builtin_names", "load_builtin", "load_schedule",
