@@ -13,6 +13,7 @@ import signal
 import httpx
 import pytest
 
+from helpers.browser import ADMIN, AS_ADMIN
 from helpers.prom import samples
 from helpers.sessions import wait_no_sessions
 from helpers.waiting import wait_until
@@ -43,7 +44,7 @@ def test_workers_that_cannot_start_are_one_line_and_ray_is_left_down(tmp_path):
 @pytest.fixture(scope="module")
 def studio():
     settings = Settings(port=0, max_sessions=4, cluster="local", workers=2, worker_sessions=1, cluster_cpus=2,
-                        warm_text_matching=False)
+                        warm_text_matching=False, admin_token=ADMIN)
     server = BackgroundServer(settings).start(timeout=180)   # Ray and two workers start with it
     try:
         yield server
@@ -80,8 +81,11 @@ def test_two_viewers_land_on_different_workers_and_a_third_is_refused(studio):
                     pass
             assert refused.value.status == 503 and "render worker(s)" in refused.value.body["error"]
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                health = (await http.get("/api/health")).json()
-                metrics = samples((await http.get("/metrics")).text)
+                health = (await http.get("/api/health", headers=AS_ADMIN)).json()
+                stranger = (await http.get("/api/health")).json()
+                metrics = samples((await http.get("/metrics", headers=AS_ADMIN)).text)
+            # session ids open doors: the workers' are the admin's to see (issue 42)
+            assert all("session_ids" not in w for w in stranger["workers"]) and stranger["version"] is None
             assert sorted((w["state"], w["sessions"], w["capacity"]) for w in health["workers"]) == \
                 [("ready", 1, 1), ("ready", 1, 1)]
             assert sorted(sid for w in health["workers"] for sid in w["session_ids"]) == \

@@ -9,7 +9,8 @@ import httpx
 import pytest
 import torch
 
-from helpers.prom import samples
+from helpers.browser import ADMIN, AS_ADMIN
+from helpers.prom import AS_SCRAPER, SCRAPER, samples
 from helpers.sessions import wait_no_sessions
 from studio.server import Settings
 from studio.server.background import BackgroundServer
@@ -19,7 +20,7 @@ from webrtc.client import StudioViewer
 @pytest.fixture(scope="module")
 def studio():
     torch.set_num_threads(1)
-    with BackgroundServer(Settings(port=0, max_sessions=1)) as server:
+    with BackgroundServer(Settings(port=0, max_sessions=1, admin_token=ADMIN, metrics_token=SCRAPER)) as server:
         yield server
 
 
@@ -28,8 +29,8 @@ def test_metrics_have_histograms_of_render_time_latency_and_first_frame(studio):
         async with StudioViewer(studio.url, size="64x32", source="demo", keep_pixels=False) as viewer:
             await viewer.wait_frames(8)
             async with httpx.AsyncClient(base_url=studio.url, timeout=60) as http:
-                res = await http.get("/metrics")
-                health = (await http.get("/api/health")).json()
+                res = await http.get("/metrics", headers=AS_SCRAPER)
+                health = (await http.get("/api/health", headers=AS_ADMIN)).json()
         assert await wait_no_sessions(studio)
         return res, health, viewer.session_id
 

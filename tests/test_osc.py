@@ -13,6 +13,7 @@ from pythonosc.osc_bundle_builder import IMMEDIATELY, OscBundleBuilder
 from pythonosc.osc_message_builder import OscMessageBuilder
 from pythonosc.udp_client import SimpleUDPClient
 
+from helpers.browser import ADMIN, AS_ADMIN
 from helpers.prom import samples
 from helpers.sessions import wait_no_sessions
 from studio.server import Settings
@@ -31,7 +32,7 @@ def free_udp_port() -> int:
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     torch.set_num_threads(1)
-    with BackgroundServer(Settings(port=0, max_sessions=2, osc_port=free_udp_port(),
+    with BackgroundServer(Settings(port=0, max_sessions=2, osc_port=free_udp_port(), admin_token=ADMIN,
                                    takes_dir=tmp_path_factory.mktemp("takes"))) as server:
         yield server
 
@@ -57,9 +58,9 @@ def test_a_style_switch_over_osc_lands_in_the_session_at_the_next_chunk(studio):
 
     async def scenario():
         async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as first, \
-                StudioViewer(studio.url, **VIEW, keep_pixels=False) as presenter:
+                StudioViewer(studio.url, **VIEW, keep_pixels=False, key=ADMIN) as presenter:
             await presenter.wait_frames(4)
-            # no session named: the newest one (the presenter's) takes it
+            # no session named: the admin's newest (the presenter's) takes it
             mark = len(presenter.messages)
             client.send_message("/alaya/preset", "volcano")
             ack = await presenter.wait_message("ack", after=mark, request="preset")
@@ -70,10 +71,15 @@ def test_a_style_switch_over_osc_lands_in_the_session_at_the_next_chunk(studio):
             assert status["frame"] >= ack["frame"]
             assert "volcano" in str(schedule_of(studio, presenter.session_id))
             assert "volcano" not in str(schedule_of(studio, first.session_id))
-            # one session by id, with a transition set first
-            client.send_message(f"/alaya/session/{first.session_id}/transition", 8)
-            client.send_message(f"/alaya/session/{first.session_id}/blend", ["polar", "infrared", 0.25])
-            ack = await first.wait_message("ack", request="blend")
+            # a visitor's session is not OSC's to steer, by id or not (issue 42: any local program sends OSC)
+            _, rejected = osc_counts(studio)
+            client.send_message(f"/alaya/session/{first.session_id}/preset", "polar")
+            await first.wait_until(lambda: osc_counts(studio)[1] > rejected, 30, "the visitor's id refused")
+            assert "polar" not in str(schedule_of(studio, first.session_id))
+            # the presenter's session by id, with a transition set first
+            client.send_message(f"/alaya/session/{presenter.session_id}/transition", 8)
+            client.send_message(f"/alaya/session/{presenter.session_id}/blend", ["polar", "infrared", 0.25])
+            ack = await presenter.wait_message("ack", after=mark, request="blend")
             assert ack["transition"] == 8 and "polar" in ack["label"] and "infrared" in ack["label"]
             client.send_message("/alaya/take/start", [])
             await presenter.wait_message("ack", after=mark, request="take", action="start")
@@ -123,7 +129,7 @@ def test_a_thousand_malformed_packets_are_counted_and_the_session_streams_on(stu
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
     async def scenario():
-        async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as viewer:
+        async with StudioViewer(studio.url, **VIEW, keep_pixels=False, key=ADMIN) as viewer:
             await viewer.wait_frames(4)
             applied0, rejected0 = osc_counts(studio)
             sent = 0
@@ -148,7 +154,7 @@ def test_a_thousand_malformed_packets_are_counted_and_the_session_streams_on(stu
     finally:
         sock.close()
     reasons = samples(studio.app.state.metrics.exposition().decode())
-    for reason in ("not OSC", "unknown address", "bad arguments", "refused", "no session"):
+    for reason in ("not OSC", "unknown address", "bad arguments", "refused", "not the presenter's session"):
         assert reasons.get(f'alaya_osc_rejected_total{{reason="{reason}"}}', 0) > 0, reason
 
 
@@ -161,3 +167,25 @@ def test_osc_beyond_loopback_starts_only_when_the_operator_confirms():
         refuse_remote(Settings(osc_host="0.0.0.0", osc_port=9000))
     refuse_remote(Settings(osc_host="0.0.0.0", osc_port=9000, osc_allow_remote=True))
     refuse_remote(Settings(osc_host="::1", osc_port=9000))
+
+
+def test_the_admin_points_osc_at_a_session_while_the_studio_runs(studio):
+    """OSC steers one session; the admin may name it at run time (PUT /api/osc), a visitor may not."""
+    client = SimpleUDPClient("127.0.0.1", studio.settings.osc_port)
+
+    async def scenario():
+        async with StudioViewer(studio.url, **VIEW, keep_pixels=False) as visitor:
+            await visitor.wait_frames(2)
+            async with httpx.AsyncClient(base_url=studio.url, timeout=30) as http:
+                body = {"session_id": visitor.session_id}
+                assert (await http.put("/api/osc", json=body)).status_code == 401
+                assert (await http.put("/api/osc", json=body, headers=visitor.auth)).status_code == 401
+                assert (await http.put("/api/osc", json={"session_id": "nobody"}, headers=AS_ADMIN)).status_code == 404
+                assert (await http.put("/api/osc", json=body, headers=AS_ADMIN)).json() == body
+                mark = len(visitor.messages)
+                client.send_message("/alaya/preset", "infrared")
+                await visitor.wait_message("ack", after=mark, request="preset")
+                assert (await http.put("/api/osc", json={"session_id": None}, headers=AS_ADMIN)).status_code == 200
+        assert await wait_no_sessions(studio)
+
+    asyncio.run(scenario())

@@ -214,7 +214,9 @@ def test_unknown_sessions_and_bad_bodies_are_4xx_before_any_peer_is_made(watched
 
 def test_delete_needs_the_key_and_a_replayed_delete_is_404(watched):
     studio, session, loop = watched
-    res = whep_post(studio, session.id, f"Bearer {TOKEN}", whep_offer_sdp(loop))  # the server token works too
+    # the engines' feed token opens no session (issue 42: with ids from /metrics it opened every one)
+    assert whep_post(studio, session.id, f"Bearer {TOKEN}", whep_offer_sdp(loop)).status_code == 401
+    res = whep_post(studio, session.id, f"Bearer {session.audience.key}", whep_offer_sdp(loop))
     assert res.status_code == 201 and res.headers["content-type"].startswith("application/sdp")
     location = res.headers["location"]
     assert location.startswith(f"/whep/{session.id}/") and len(location.rsplit("/", 1)[1]) >= 20

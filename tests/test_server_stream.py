@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gbuffer.formats import write_npy_windows
-from helpers.prom import samples
+from helpers.prom import AS_SCRAPER, SCRAPER, samples
 from helpers.sessions import wait_no_sessions
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings
@@ -31,7 +31,8 @@ def studio(tmp_path_factory):
     torch.set_num_threads(1)  # sessions render in threads; keep the shared 2-core box responsive
     data = tmp_path_factory.mktemp("data")
     write_npy_windows((synthetic_gbuffer(160, 96, i / 30, i) for i in range(SEQUENCE_FRAMES)), data / "drive")
-    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data, connect_timeout_s=10)) as server:
+    with BackgroundServer(Settings(port=0, max_sessions=2, data_dir=data, connect_timeout_s=10,
+                                   metrics_token=SCRAPER)) as server:
         yield server
 
 
@@ -200,7 +201,8 @@ def test_bad_offers_get_one_line_json_errors(studio):
             health = (await http.get("/api/health")).json()
             assert health["status"] == "ok" and health["sessions"] == 0
             assert (await http.get("/api/sessions/nope")).status_code == 401   # no key: ids are not probed
-            metrics = samples((await http.get("/metrics")).text)
+            assert (await http.get("/metrics")).status_code == 401           # it names every session
+            metrics = samples((await http.get("/metrics", headers=AS_SCRAPER)).text)
             assert metrics["alaya_sessions_active"] == 0 and "alaya_sessions_refused_total" in metrics
             assert "/api/webrtc/offer" in (await http.get("/openapi.json")).json()["paths"]
             assert "<video" in (await http.get("/player")).text

@@ -40,8 +40,10 @@ class Feed:
         self._tokens = self._burst
         self._last_arrival = time.monotonic()
 
-    def push(self, frame: GBufferFrame) -> None:
-        """A new frame from the engine; raises FeedError when the feed exceeds its frame-rate cap."""
+    def arrive(self) -> float:
+        """Count one frame against the rate cap the moment its message arrives, before it is decoded (counted
+        after decoding, a flood is paced by the decoder and never trips the cap: issue 42); → the arrival time.
+        Raises FeedError past the cap."""
         now = time.monotonic()
         self._tokens = min(self._burst, self._tokens + (now - self._last_arrival) * self._rate)
         self._last_arrival = now
@@ -49,6 +51,11 @@ class Feed:
             raise FeedError(f"more than {self._rate:.0f} frames a second beyond a burst of {self._burst:.0f} "
                             f"(hello said {self.hello.fps:g} fps)", code=CLOSE["rate"])
         self._tokens -= 1
+        return now
+
+    def push(self, frame: GBufferFrame, arrived: float | None = None) -> None:
+        """A new frame from the engine (counted now, unless `arrive()` already counted it at `arrived`)."""
+        now = self.arrive() if arrived is None else arrived
         frame.meta[ARRIVAL] = now         # the studio's share of a round trip counts from here (return path)
         with self._cond:
             self._latest = frame
@@ -90,6 +97,7 @@ class FeedHub:
 
     def __init__(self, limits: FeedLimits = FeedLimits()):
         self.limits = limits
+        self.connected = 0                # sockets past their handshake, with or without a hello yet (loop only)
         self._feeds: dict[str, Feed] = {}
         self._lock = threading.Lock()
 

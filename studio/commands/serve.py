@@ -47,6 +47,12 @@ def register(sub) -> None:
                         "steers every session)")
     p.add_argument("--admin-token", help="token of the operator and presenters: every session, GET /api/sessions "
                    "(generated when --host is not loopback; docs/deploy.md)")
+    p.add_argument("--max-feeds", type=int, default=4, help="engine feeds connected at once (default 4)")
+    p.add_argument("--allowed-origin", action="append", default=[], metavar="URL",
+                   help="a web page's origin (https://host[:port]) that may open the engine feed besides the "
+                        "studio's own; repeatable")
+    p.add_argument("--metrics-token", help="token a Prometheus scraper presents for /metrics, which names every live "
+                   "session (the admin token opens it too)")
     ice = p.add_argument_group("ICE (reaching the studio from other networks; see docs/deploy.md)")
     ice.add_argument("--ice-server", action="append", default=[], metavar="URL",
                      help="stun:HOST[:PORT], turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]; repeatable")
@@ -99,6 +105,14 @@ def settings_from_args(args):
         raise UserError(f"{args.osc_port} is not a UDP port", "--osc-port")
     if args.admin_token is not None and len(args.admin_token) < 16:
         raise UserError("use at least 16 characters (or leave it out to have one generated)", "--admin-token")
+    if args.max_feeds < 0:
+        raise UserError(f"{args.max_feeds} must be 0 or more", "--max-feeds")
+    for origin in args.allowed_origin:
+        if not origin.startswith(("http://", "https://")) or origin.rstrip("/").count("/") != 2:
+            raise UserError(f"{origin!r} is no origin; write scheme://host[:port], e.g. https://studio.example.com",
+                            "--allowed-origin")
+    if args.metrics_token is not None and len(args.metrics_token) < 16:
+        raise UserError("use at least 16 characters", "--metrics-token")
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise UserError(f"{args.data_dir} is not a directory", "--data-dir")
     if args.weights is not None and not args.weights.is_dir():
@@ -124,7 +138,9 @@ def settings_from_args(args):
                     max_watchers=args.max_watchers, takes_dir=args.takes_dir,
                     take_min_free=int(args.take_min_free_mb * 2**20), osc_port=args.osc_port,
                     osc_host=args.osc_host, osc_session=args.osc_session, osc_allow_remote=args.osc_allow_remote,
-                    admin_token=args.admin_token, batch_wait_ms=args.batch_sessions,
+                    admin_token=args.admin_token, metrics_token=args.metrics_token, max_feeds=args.max_feeds,
+                    allowed_origins=tuple(o.rstrip("/") for o in args.allowed_origin),
+                    batch_wait_ms=args.batch_sessions,
                     disk=DiskLimits(args.max_uploads, args.max_takes, int(args.disk_quota_mb * 2**20)),
                     max_batch=args.max_batch, cluster=args.cluster, workers=args.workers,
                     worker_sessions=args.worker_sessions, grpc_port=args.grpc_port)
@@ -174,7 +190,7 @@ def expose_warning(settings) -> str | None:
 def run(args) -> int:
     import uvicorn
 
-    from gbuffer.feed.protocol import FeedLimits, max_message_bytes
+    from studio.server.feed_routes import websocket_options
     from studio.server import create_app
     from studio.server.allocator import limit_arenas
     from studio.ui import mount_ui
@@ -195,6 +211,5 @@ def run(args) -> int:
     print(f"AlayaStudio on http://{settings.host}:{settings.port}  (studio: /studio, plain player: /player, "
           "API docs: /docs)",
           file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                ws_max_size=max_message_bytes(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps)))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", **websocket_options(settings))
     return 0

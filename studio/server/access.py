@@ -193,9 +193,10 @@ class Visitors:
         elif data_dir is not None and not self.may_use(visitor, Path(data_dir).resolve() / os.path.normpath(source)):
             raise UserError(f"no sequence {source!r} in the data directory", "source")
 
-    def grant(self, visitor: Visitor, store) -> "Ownership":
-        """What a new session of `visitor` gets: the owner key, and the takes store as the visitor may use it."""
-        return Ownership(visitor.key, VisitorTakes(store, self, visitor))
+    def grant(self, visitor: Visitor, store, presenter: bool = False) -> "Ownership":
+        """What a new session of `visitor` gets: the owner key, the takes store as the visitor may use it, and
+        whether the admin started it (a presenter's session, which OSC may steer)."""
+        return Ownership(visitor.key, VisitorTakes(store, self, visitor), presenter)
 
     # ---- disk ----------------------------------------------------------------------------------------------
 
@@ -279,3 +280,4 @@ class Ownership:
 
     key: str
     takes: VisitorTakes
+    presenter: bool = False          # started with the admin token: OSC's to steer (studio/server/osc.py)

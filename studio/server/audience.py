@@ -60,15 +60,11 @@ class Audience:
 
     # ---- keys -------------------------------------------------------------------------------------------
 
-    def admits(self, presented: str | None, server_token: str | None = None) -> bool:
-        """The session's watch key, or the server's own token, compared in constant time."""
+    def admits(self, presented: str | None) -> bool:
+        """The session's watch key, compared in constant time."""
         if not presented or self.closed:
             return False
-        given = presented.encode("utf-8", "surrogateescape")
-        ok = hmac.compare_digest(given, self.key.encode())
-        if server_token:
-            ok |= hmac.compare_digest(given, server_token.encode())
-        return ok
+        return hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), self.key.encode())
 
     def share(self) -> dict:
         """What the owner may hand out: the key and the two ways to watch with it."""

@@ -12,7 +12,7 @@ import time
 
 import uvicorn
 
-from gbuffer.feed.protocol import FeedLimits, max_message_bytes
+from studio.server.feed_routes import websocket_options
 from studio.server.app import create_app
 from studio.server.settings import Settings
 
@@ -29,9 +29,8 @@ class BackgroundServer:
         if not self.settings.port:
             self.settings.port = free_port(self.settings.host)
         self.app = create_app(self.settings)
-        limits = FeedLimits(self.settings.feed_max_pixels, self.settings.feed_max_fps)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=self.settings.port,
-                                                    log_level="warning", ws_max_size=max_message_bytes(limits)))
+                                                    log_level="warning", **websocket_options(self.settings)))
         self._thread = threading.Thread(target=self.server.run, name="studio-server", daemon=True)
 
     @property

@@ -86,12 +86,14 @@ def live_session(session_id: str, manager: ManagerDep, visitors: VisitorsDep, ke
 def watched_session(session_id: str, manager: ManagerDep, settings: SettingsDep, visitors: VisitorsDep,
                     key: KeyDep, conn: HTTPConnection) -> LiveSession:
     """A session for its audience: its watch key (a Bearer header, or `?key=` on a watch link, which is what the
-    owner shares), the studio's feed token, the owner's key or the admin token; else the same 401."""
-    presented = key or conn.query_params.get("key")
+    owner shares), the owner's key or the admin token; else the same 401. Only the watch key travels in a URL
+    (URLs end up in logs and histories), and the engines' feed token opens no session (issue 42: with ids read
+    from /metrics it opened every session's watch routes)."""
     session = manager.sessions.get(session_id)
-    admitted = session is not None and (session.audience.admits(presented, settings.token)
-                                        or access.same_key(presented, session.owner_key))
-    if not (admitted or visitors.is_admin(presented)):
+    watch_key = key or conn.query_params.get("key")
+    admitted = session is not None and (session.audience.admits(watch_key)
+                                        or access.same_key(key, session.owner_key))
+    if not (admitted or visitors.is_admin(key)):
         raise _refuse("a watch key is required: Authorization: Bearer KEY (the key the session's owner shares) "
                       "or ?key=KEY on a watch link; this one is missing or wrong")
     return _present(session, session_id)
@@ -100,6 +102,12 @@ def watched_session(session_id: str, manager: ManagerDep, settings: SettingsDep,
 def admin(visitors: VisitorsDep, key: KeyDep) -> None:
     if not visitors.is_admin(key):
         raise _refuse(access.ADMIN_ONLY)
+
+
+def scraper(visitors: VisitorsDep, settings: SettingsDep, key: KeyDep) -> None:
+    """/metrics names every live session: the admin token, or the scraper's own `metrics_token`."""
+    if not (visitors.is_admin(key) or access.same_key(key, settings.metrics_token)):
+        raise _refuse("/metrics needs the admin token or the metrics token: Authorization: Bearer TOKEN")
 
 
 def visitor(visitors: VisitorsDep, key: KeyDep) -> Visitor:
@@ -113,4 +121,5 @@ def visitor(visitors: VisitorsDep, key: KeyDep) -> Visitor:
 SessionDep = Annotated[LiveSession, Depends(live_session)]
 WatchedDep = Annotated[LiveSession, Depends(watched_session)]
 AdminDep = Depends(admin)                     # for `dependencies=[AdminDep]`: the route needs no value
+ScraperDep = Depends(scraper)
 VisitorDep = Annotated[Visitor, Depends(visitor)]

@@ -2,8 +2,11 @@
 `GET /api/feeds`, the feeds connected now.
 
 Reading and checking frames happens here; a bad message closes this feed only. Inflating a zlib frame (the frame's
-header must agree with the hello, checked before inflating) runs in a
-worker thread so a busy feed never stalls WebRTC signalling or other sessions (an uncompressed one is one copy). An engine that
+header must agree with the hello, checked before inflating) runs in a worker thread so a busy feed never stalls
+WebRTC signalling or other sessions (an uncompressed one is one copy). What a stranger could do with the socket is
+bounded (issue 42): a web page may open it only from the studio's own origin (studio/server/origins.py), at most
+`max_feeds` feeds connect at once, a hello over 1 MiB is refused unread, frames count against the rate cap as
+they arrive, and uvicorn keeps at most two unread messages per socket (`websocket_options`). An engine that
 says protocol 2 gets its own session (studio/server/engine_link.py) and the return path on the same socket:
 styled frames out as binary messages, its control messages answered as text (`ReturnPath`).
 """
@@ -18,11 +21,12 @@ import logging
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from alaya_errors import UserError
-from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, Hello, decode_frame, encode_styled,
-                                   max_message_bytes, parse_hello)
+from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, FeedLimits, Hello, decode_frame,
+                                   encode_styled, max_message_bytes, parse_hello)
 from studio.server.deps import FeedsDep, ManagerDep, SettingsDep, VisitorsDep
 from studio.server.engine_link import EngineLink, OutputRequest, parse_output
 from studio.server.models import FeedInfo
+from studio.server.origins import origin_allowed
 from studio.server.sessions import StudioFull
 from studio.server.tasks import cancel_and_wait
 
@@ -31,6 +35,16 @@ router = APIRouter(prefix="/api", tags=["engine feed"])
 HELLO_TIMEOUT_S = 5.0
 OUTBOX_SIZE = 64
 CONTROL_BACKLOG = 32                  # control messages an engine may have waiting for their answers
+MAX_HELLO_BYTES = 2**20               # a hello is a few hundred bytes; a schedule in it a few KB
+
+
+def websocket_options(settings) -> dict:
+    """uvicorn's WebSocket settings, for `serve` and tests alike. A message may be one full-size frame; at most two
+    wait unread per socket (the default 32 let one socket hold ~1 GB of 1080p frames); no per-message deflate (a
+    small compressed message could inflate to the size limit on the event loop); pings find dead engines."""
+    limits = FeedLimits(settings.feed_max_pixels, settings.feed_max_fps)
+    return {"ws_max_size": max_message_bytes(limits), "ws_max_queue": 2, "ws_per_message_deflate": False,
+            "ws_ping_interval": 5.0, "ws_ping_timeout": 10.0}
 
 
 def token_ok(ws: WebSocket, expected: str | None) -> bool:
@@ -51,7 +65,13 @@ async def list_feeds(hub: FeedsDep) -> list[FeedInfo]:
 @router.websocket("/engine/feed")
 async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manager: ManagerDep,
                       visitors: VisitorsDep) -> None:
+    if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), settings):
+        await ws.close(CLOSE["policy"])   # before the handshake: the page's browser gets a 403
+        return
     await ws.accept()
+    if hub.connected >= settings.max_feeds:
+        await ws.close(CLOSE["full"], f"the studio takes at most {settings.max_feeds} engine feeds at once")
+        return
     if not token_ok(ws, settings.token):
         await ws.close(CLOSE["unauthorized"], "a valid token is required (Authorization: Bearer TOKEN)")
         return
@@ -74,12 +94,15 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
 
     feed = link = None
     tasks: list[asyncio.Task] = []
+    hub.connected += 1                # counted from the handshake, so slow hellos cannot pass the cap together
     try:
         first = await asyncio.wait_for(ws.receive(), HELLO_TIMEOUT_S)
         if first["type"] == "websocket.disconnect":
             return
-        hello = parse_hello(first.get("text") if first.get("text") is not None else first.get("bytes"),
-                            hub.limits)
+        raw = first.get("text") if first.get("text") is not None else first.get("bytes")
+        if raw is not None and len(raw) > MAX_HELLO_BYTES:
+            raise FeedError(f"a hello of {len(raw)} bytes; at most {MAX_HELLO_BYTES}", code=CLOSE["too_big"])
+        hello = parse_hello(raw, hub.limits)
         request = _output_request(hello)
         feed = hub.register(hello, send)
         welcome = {"type": "welcome", "protocol": hello.protocol, "source": f"feed:{hello.name}",
@@ -107,10 +130,11 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
                 continue
             if len(data) > limit:
                 raise FeedError(f"message of {len(data)} bytes exceeds {limit}", code=CLOSE["too_big"])
+            arrived = feed.arrive()
             # an uncompressed frame is one copy (about 0.3 ms at 416x224): here, not a thread hop away
             frame = decode_frame(data, hello) if hello.compression == "none" else \
                 await asyncio.to_thread(decode_frame, data, hello)
-            feed.push(frame)
+            feed.push(frame, arrived)
     except FeedError as exc:
         log.info("feed %s closed: %s", feed.name if feed else "?", exc)
         await _close(ws, exc.code, str(exc))
@@ -123,6 +147,7 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
     except WebSocketDisconnect:
         pass
     finally:
+        hub.connected -= 1
         for task in tasks:
             await cancel_and_wait(task)
         if feed is not None:

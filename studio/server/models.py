@@ -65,6 +65,13 @@ class SessionInfo(SessionFacts):
     bitrate: int | None = None
 
 
+class OscTarget(BaseModel):
+    """PUT /api/osc: the session OSC steers (null: the newest started with the admin token)."""
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str | None = Field(None, max_length=64)
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
     ready: bool = Field(True, description="the start-up warm-up is over: a session now starts without waiting for "
@@ -72,7 +79,7 @@ class Health(BaseModel):
     text_matching_ready: bool | None = Field(None, description="free text is matched to presets without loading "
                                              "anything (the matcher's background warm-up is over); null when the "
                                              "server does not warm it up")
-    version: str
+    version: str | None = Field(None, description="the studio's version: for the admin token only")
     sessions: int
     max_sessions: int
     renderer: str

@@ -4,9 +4,11 @@ channel's commands on a live session. See docs/presenting.md for the address map
     /alaya/preset <name>            /alaya/prompt <text>          /alaya/blend <a> <b> <weight of b>
     /alaya/transition <frames>      /alaya/pause   /alaya/play    /alaya/seek <frame>
     /alaya/take/start               /alaya/take/stop
-    /alaya/session/<id>/<command>   the same, for one session instead of the presenter's
+    /alaya/session/<id>/<command>   the same, naming the presenter's session by id
 
-The presenter's session is the one named with `serve --osc-session`, else the newest. Packets are parsed with
+OSC carries no credentials, and any local program can send it, so it steers one session only (issue 42): the one
+named with `serve --osc-session`, else the newest session started with the admin token (the presenter's). Any
+other session, addressed by id or not, is refused ("not the presenter's session"). Packets are parsed with
 python-osc; bundles apply at once (a timetag never makes the event loop wait). A bad packet or command is
 counted in /metrics by reason and logged once per reason; it never reaches a session as an exception.
 """
@@ -47,10 +49,10 @@ def _args(args: list, *kinds: type, address: str) -> list:
 
 
 class OscControl(asyncio.DatagramProtocol):
-    def __init__(self, sessions, metrics: StudioMetrics, session_id: str | None = None):
+    def __init__(self, sessions, metrics: StudioMetrics, settings):
         self.sessions = sessions            # SessionManager
         self.metrics = metrics
-        self.session_id = session_id
+        self.settings = settings            # its osc_session may change while the studio runs (PUT /api/osc)
         self.transitions: dict[str, int] = {}   # session id → frames, set by /alaya/transition
         self._logged: set[str] = set()
         # command → (argument types, the data-channel message built from the session id and the arguments)
@@ -119,19 +121,24 @@ class OscControl(asyncio.DatagramProtocol):
         if not address.startswith(PREFIX):
             raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
         parts = address[len(PREFIX):].split("/")
+        presenter = self._presenter()
         if parts[0] == "session" and len(parts) >= 3:
-            session = self.sessions.sessions.get(parts[1])
-            if session is None:
-                raise OscRejected("no session", f"no live session {parts[1][:40]!r}")
-            return session, "/".join(parts[2:])
-        return self._presenter(), "/".join(parts)
+            if parts[1] != presenter.id:
+                raise OscRejected("not the presenter's session", f"session {parts[1][:40]!r} is not the one OSC "
+                                  "steers (--osc-session, else the admin's newest)")
+            return presenter, "/".join(parts[2:])
+        return presenter, "/".join(parts)
 
     def _presenter(self):
         live = self.sessions.sessions
-        session = live.get(self.session_id) if self.session_id else next(reversed(live.values()), None)
+        named = self.settings.osc_session
+        if named:
+            session = live.get(named)
+        else:
+            session = next((s for s in reversed(live.values()) if s.presenter), None)
         if session is None:
-            raise OscRejected("no session", f"no live session {self.session_id!r}" if self.session_id
-                              else "no live session to control")
+            raise OscRejected("no session", f"no live session {named!r}" if named
+                              else "no live session started with the admin token to control")
         return session
 
     def _reject(self, exc: OscRejected) -> None:
@@ -157,7 +164,7 @@ async def start_osc(settings, sessions, metrics) -> asyncio.DatagramTransport:
     refuse_remote(settings)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(
-        lambda: OscControl(sessions, metrics, settings.osc_session),
+        lambda: OscControl(sessions, metrics, settings),
         local_addr=(settings.osc_host, settings.osc_port))
     log.info("OSC control on udp://%s:%d", settings.osc_host, settings.osc_port)
     return transport

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
@@ -18,10 +18,11 @@ from prompt_presets.matching import matching_ready
 from renderer import RENDERERS
 from studio import __version__
 from timeline.schedule import Schedule
-from studio.server.deps import (AdminDep, FeedsDep, KeyDep, ManagerDep, MetricsDep, SessionDep, SettingsDep,
-                                VisitorsDep, live_sessions)
+from studio.server.deps import (AdminDep, FeedsDep, KeyDep, ManagerDep, MetricsDep, ScraperDep, SessionDep,
+                                SettingsDep, VisitorsDep, live_sessions)
 from studio.server.metrics import CONTENT_TYPE
-from studio.server.models import ErrorBody, Health, OfferAnswer, OfferRequest, SessionInfo, TakeRequest
+from studio.server.models import (ErrorBody, Health, OfferAnswer, OfferRequest, OscTarget, SessionInfo,
+                                  TakeRequest)
 from studio.server.session import LiveSession
 
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
@@ -68,7 +69,8 @@ async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: Visit
     caller = visitors.find(key)       # the admin plays any source; its sessions still get keys of their own
     visitors.require_source(caller if caller is not None else visitor, offer.source, settings.data_dir,
                             settings.takes_path)
-    return await manager.offer(offer, visitors.grant(visitor, settings.takes))
+    presenter = caller is not None and caller.admin
+    return await manager.offer(offer, visitors.grant(visitor, settings.takes, presenter))
 
 
 @webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)
@@ -79,20 +81,35 @@ async def ice_configuration(settings: SettingsDep) -> dict:
 
 
 @studio_api.get("/health", response_model=Health)
-async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep) -> Health:
+async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep, visitors: VisitorsDep,
+                 key: KeyDep) -> Health:
+    """Anyone may ask whether the studio is up; only the admin learns its version and, with --cluster, which
+    sessions each worker hosts (session ids open doors; a version tells an attacker what to try)."""
     loaded = manager.loaded_renderer(settings.renderer)     # never loads one: health must answer at once
+    admin = visitors.is_admin(key)
     workers = None
     if manager.pool is not None:         # each worker with the live sessions it hosts (by the ids the API uses)
-        hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)]
-        workers = [{**w, "session_ids": [sid for sid, host in hosted if host == w["name"]]}
+        hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)] if admin else []
+        workers = [{**w, **({"session_ids": [sid for sid, host in hosted if host == w["name"]]} if admin else {})}
                    for w in manager.pool.describe()]
     return Health(ready=manager.planner.warmed.is_set(),
                   text_matching_ready=matching_ready() if settings.warm_text_matching else None,
-                  version=__version__, sessions=len(live_sessions(manager)),
+                  version=__version__ if admin else None, sessions=len(live_sessions(manager)),
                   max_sessions=settings.max_sessions,
                   renderer=settings.renderer, renderers=list(RENDERERS), feeds=feeds.names(),
                   renderer_info=loaded.describe() if loaded is not None else None,
                   workers=workers)
+
+
+@studio_api.put("/osc", response_model=OscTarget, dependencies=[AdminDep], responses={401: {"model": ErrorBody}})
+async def osc_target(target: OscTarget, manager: ManagerDep, settings: SettingsDep) -> OscTarget:
+    """The session OSC steers from now on (the admin's: OSC carries no credentials, so it never picks a visitor's
+    session by itself); null returns to the admin's newest. The presenter's page session: its id from
+    GET /api/sessions."""
+    if target.session_id is not None and target.session_id not in manager.sessions:
+        raise HTTPException(404, f"no live session {target.session_id!r} (it may have ended)")
+    settings.osc_session = target.session_id
+    return target
 
 
 @studio_api.get("/presets", response_model=list[str])
@@ -139,7 +156,7 @@ async def end_session(session: SessionDep, manager: ManagerDep) -> None:
     await manager.end(session, "ended over the API")
 
 
-@pages.get("/metrics", response_class=PlainTextResponse)
+@pages.get("/metrics", response_class=PlainTextResponse, dependencies=[ScraperDep])
 async def metrics(metrics: MetricsDep) -> Response:
     """Prometheus exposition format (prometheus_client)."""
     return Response(metrics.exposition(), media_type=CONTENT_TYPE)

@@ -40,9 +40,10 @@ class LiveSession:
                  observer: SessionObserver | None = None, offered_at: float | None = None,
                  takes: TakeStore | None = None, max_watchers: int = 10,
                  on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None,
-                 sink: FrameSink | None = None):
+                 sink: FrameSink | None = None, presenter: bool = False):
         self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
         self.owner_key = owner_key       # issue 26: what its REST routes need (studio/server/access.py)
+        self.presenter = presenter       # started with the admin token: OSC steers it (studio/server/osc.py)
         self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
         self.width, self.height = render_session.width, render_session.height
         self.codec: str | None = None    # negotiated with the owner's peer

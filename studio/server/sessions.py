@@ -153,7 +153,8 @@ class SessionManager:
                               observer=self.observer(plan.renderer) if self.observer else None,
                               offered_at=offered_at, max_watchers=self.settings.max_watchers,
                               on_ended=self._end_soon, owner_key=owner.key if owner else None,   # issue 26
-                              takes=owner.takes if owner else self.settings.takes, sink=sink)
+                              takes=owner.takes if owner else self.settings.takes, sink=sink,
+                              presenter=owner.presenter if owner else False)
         if channel is not None:
             session.attach_channel(channel)
         # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders

@@ -23,6 +23,7 @@ class Settings:
     renderer_options: dict = field(default_factory=dict)   # e.g. {"weights": DIR} for flash
     token: str | None = None          # engine feeds must present it; required when listening beyond loopback
     admin_token: str | None = None    # the operator's and presenter's: every session, GET /api/sessions (access.py)
+    metrics_token: str | None = None  # a Prometheus scraper's: /metrics only (it names every live session)
     data_dir: Path | None = None      # recorded sequences a visitor may pick as `source` (paths inside only)
     width: int = 416
     height: int = 224
@@ -35,6 +36,8 @@ class Settings:
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
     feed_idle_timeout_s: float = 10.0  # a feed that sends nothing this long is closed
+    max_feeds: int = 4                 # engine feeds connected at once (each may hold a few frames in memory)
+    allowed_origins: tuple[str, ...] = ()   # web pages beyond the studio's own that may open the feed
     grpc_port: int | None = None      # the engine feed over gRPC too, on `host` (serve --grpc-port); None = off
     ice: IceConfig = field(default_factory=IceConfig)  # STUN/TURN for the page and the server's peers
     max_watchers: int = 10            # audience peers (watch page, WHEP) per session

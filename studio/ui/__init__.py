@@ -56,5 +56,8 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
         return RedirectResponse(f"{path}/" + (f"?{query}" if query else ""))
 
     app.add_api_route("/", to_studio, include_in_schema=False)
+    from studio.ui.gradio_doors import GradioDoors
+
+    app.add_middleware(GradioDoors, prefix=path)      # only the page's own files reach Gradio (issue 42)
     return gr.mount_gradio_app(app, build_blocks(), path=path, head=head_html(), theme=page_theme(),
                                footer_links=[], show_error=True)
