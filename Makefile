@@ -46,5 +46,5 @@ test-repeat: setup
 # yet): studio, training, tests, docs' examples and gbuffer/panda3d for ruff.
 RUFF_CLEAN := alaya_errors.py app.py bench cluster gbuffer prompt_presets renderer scripts webrtc
 lint: setup
-	$(BIN)/ruff check $(RUFF_CLEAN) --extend-exclude gbuffer/panda3d
+	$(BIN)/ruff check $(RUFF_CLEAN)
 	$(BIN)/mypy

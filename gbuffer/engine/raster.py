@@ -64,7 +64,8 @@ class ContextPool:
             if self._idle:
                 return self._idle.pop()
         try:
-            ctx = moderngl.create_context(standalone=True, backend="egl")
+            # moderngl's stub types **settings as Dict[str, Any] (each keyword a dict): its own stub bug
+            ctx = moderngl.create_context(standalone=True, backend="egl")  # type: ignore[arg-type]
         except Exception as exc:  # no libEGL / no driver: say what to install instead of a traceback
             reason = " ".join(str(exc).split())  # one line
             raise GLUnavailableError(f"cannot open a headless OpenGL context (EGL): {reason}; install Mesa "
@@ -115,10 +116,10 @@ class GBufferRaster:
     def __init__(self, scene: World | np.ndarray, width: int, height: int, beauty: bool = False):
         self.width, self.height = int(width), int(height)
         self.beauty = bool(beauty)
-        self.ctx = CONTEXTS.take()
+        self.ctx: moderngl.Context | None = CONTEXTS.take()     # None once closed
         self._objects: list = []   # every GL object made here, released (newest first) when the raster closes
         try:
-            with self.ctx:
+            with self._ctx:
                 self._build(scene)
         except BaseException:
             self.close()
@@ -129,7 +130,7 @@ class GBufferRaster:
         return gl_object
 
     def _build(self, scene: World | np.ndarray) -> None:
-        ctx = self.ctx
+        ctx = self._ctx
         self._finish = gil_free_finish(ctx.finish)
         self.program = self._own(ctx.program(vertex_shader=shaders.VERTEX,
                                                fragment_shader=shaders.fragment_source(self.beauty)))
@@ -165,7 +166,7 @@ class GBufferRaster:
 
     def _init_beauty(self, world_mesh: np.ndarray) -> None:
         """Shadow-map target and depth-only program; the lighting constants as uniforms."""
-        ctx = self.ctx
+        ctx = self._ctx
         self._shadow_map = self._own(ctx.depth_texture((lighting.SHADOW_MAP_SIZE,) * 2))
         self._shadow_map.compare_func = "<="
         self._shadow_map.filter = (moderngl.LINEAR, moderngl.LINEAR)
@@ -186,7 +187,7 @@ class GBufferRaster:
                out: np.ndarray | None = None) -> np.ndarray:
         """Draw the scene (and the kart, if its model matrix is given); read the five targets into `out`
         (or a new array). `view` is the 4x4 world → camera matrix."""
-        with self.ctx:  # current on this thread (a server may render from a worker thread)
+        with self._ctx:  # current on this thread (a server may render from a worker thread)
             return self._render(view, kart_model, out)
 
     def render_pair(self, view: np.ndarray, kart_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +200,7 @@ class GBufferRaster:
         """(G-buffer uint8 (5, H, W, 3), beauty uint8 (H, W, 3), sun visibility uint8 (H, W)) of one frame."""
         if not self.beauty:
             raise GBufferError("this raster was built without the beauty pass (beauty=True)", "engine")
-        with self.ctx:
+        with self._ctx:
             self._shadow_pass(view, kart_model)
             gbuffer = self._render(view, kart_model, None)
             rgb = np.empty((self.height, self.width, 3), np.uint8)
@@ -210,7 +211,7 @@ class GBufferRaster:
 
     def _shadow_pass(self, view: np.ndarray, kart_model: np.ndarray | None) -> None:
         """Depth from the sun into the shadow map; sets the object shader's lighting uniforms for this view."""
-        ctx = self.ctx
+        ctx = self._ctx
         light_vp, centre = lighting.light_view_projection(view)
         self._shadow_fbo.use()
         self._shadow_fbo.clear(depth=1.0)
@@ -233,7 +234,7 @@ class GBufferRaster:
         self._shadow_map.use(location=0)
 
     def _render(self, view: np.ndarray, kart_model: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
-        ctx = self.ctx
+        ctx = self._ctx
         self.fbo.use()
         self.fbo.clear(depth=1.0)
         ctx.enable(moderngl.DEPTH_TEST)
@@ -273,6 +274,13 @@ class GBufferRaster:
         distance = np.where(np.isinf(r), 0.0, (eye_space ** 2).sum(axis=1))
         order = np.flatnonzero(inside)[np.argsort(distance[inside], kind="stable")]
         return [self._sectors[i] for i in order]
+
+    @property
+    def _ctx(self) -> moderngl.Context:
+        """The context of an open raster (close() hands it back)."""
+        if self.ctx is None:
+            raise GBufferError("this raster is closed", "engine")
+        return self.ctx
 
     def close(self) -> None:
         """Release the GL objects made here and hand the context back for the next raster."""

@@ -144,7 +144,7 @@ class ChannelVideo:
             self._next = -1  # unknown until the first frame arrives
         try:
             for decoded in self._decoded:
-                at = self.index_of.get(decoded.pts, self._next)
+                at = self._next if decoded.pts is None else self.index_of.get(decoded.pts, self._next)
                 self._next = at + 1
                 if at == index:
                     return decoded.to_ndarray(format="rgb24")
@@ -208,6 +208,7 @@ class ClipFolderSource(RecordedSource):
 
     def _check_rgb(self) -> None:
         rgb, n = self.rgb_video, len(self.videos[CHANNELS[0]])
+        assert rgb is not None                # called just after the rgb video opened
         if (rgb.width, rgb.height) != (self.width, self.height):
             raise GBufferError(f"rgb video is {rgb.width}x{rgb.height} but the channels are "
                                f"{self.width}x{self.height}", str(rgb.path))
@@ -240,8 +241,9 @@ class ClipFolderSource(RecordedSource):
         for video in self.videos.values():
             video.close()
         self.videos = {}
-        if getattr(self, "rgb_video", None) is not None:
-            self.rgb_video.close()
+        rgb_video = getattr(self, "rgb_video", None)     # absent when __init__ failed before it
+        if rgb_video is not None:
+            rgb_video.close()
             self.rgb_video = None
 
 

@@ -7,7 +7,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gbuffer.frame import GBufferError
 
@@ -63,6 +63,9 @@ class AtomicFile:
 class CommitOnExit:
     """For writers with close() (finish and move into place) and abort() (drop the partial file): a `with`
     block that ends normally closes, one that raises aborts."""
+
+    close: Callable[[], object]           # the writer's own
+    abort: Callable[[], object]
 
     def __enter__(self):
         return self

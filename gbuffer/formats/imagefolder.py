@@ -69,8 +69,9 @@ class ImageFolderSource(RecordedSource):
         self.depth_scale = float(depth_scale)
         by_channel = _channel_folders(self.folder) or _suffixed_files(self.folder)
         self.frames = self._match_frames(by_channel, where)  # [{channel: file}] in play order
-        self.height = self.width = None
-        self.height, self.width = self._load(0)[0].shape[:2]
+        self._size: tuple[int, int] | None = None          # (H, W): the first frame's albedo sets it
+        height, width = self._load(0)[0].shape[:2]
+        self._size = self.height, self.width = height, width
 
     @staticmethod
     def _match_frames(by_channel: dict[str, dict[str, Path]], where: str) -> list[dict[str, Path]]:
@@ -93,7 +94,7 @@ class ImageFolderSource(RecordedSource):
             else:
                 images.append(decode_png(path, str(path)))
         # The first frame's albedo sets the sequence size; every image must match it.
-        expected = images[0].shape[:2] if self.height is None else (self.height, self.width)
+        expected = images[0].shape[:2] if self._size is None else self._size
         for path, image in zip(self.frames[index].values(), images):
             check_same_size(image.shape[:2], expected, "image", str(path))
         return images

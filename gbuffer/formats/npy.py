@@ -58,7 +58,7 @@ def _open_npy(path: Path) -> np.ndarray:
     return array
 
 
-def load_rgb_window(path: Path, window: np.ndarray, first_frame: int) -> np.memmap:
+def load_rgb_window(path: Path, window: np.ndarray, first_frame: int) -> np.ndarray:
     """Memory-map a window's RGB sibling and check it pairs with the window frame by frame."""
     rgb = _open_npy(path)
     t, _, h, w, _ = window.shape
@@ -73,7 +73,7 @@ def load_rgb_window(path: Path, window: np.ndarray, first_frame: int) -> np.memm
     return rgb
 
 
-def load_window(path: Path) -> np.memmap:
+def load_window(path: Path) -> np.ndarray:
     """Memory-map one window and check it is uint8 (T, 5, H, W, 3) with T >= 1."""
     where = str(path)
     window = _open_npy(path)
@@ -87,21 +87,21 @@ def load_window(path: Path) -> np.memmap:
 class NpyWindowsSource(RecordedSource):
     """One sequence from one or more `.npy` windows in the given order; all windows share H and W."""
 
-    def __init__(self, paths: Sequence[str | Path], fps: float | None = None):
-        paths = [Path(p) for p in paths]
+    def __init__(self, names: Sequence[str | Path], fps: float | None = None):
+        paths = [Path(p) for p in names]
         if not paths:
             raise GBufferError("no .npy windows given")
         self.name = paths[0].name if len(paths) == 1 else f"{paths[0].name} (+{len(paths) - 1} windows)"
         self.fps = check_fps(fps, self.name) or DEFAULT_FPS
         self.paths = paths
-        self.windows: list[np.memmap] = [load_window(p) for p in paths]
+        self.windows = [load_window(p) for p in paths]          # memory maps (np.load's mmap_mode)
         self.height, self.width = self.windows[0].shape[2:4]
         for path, window in zip(paths[1:], self.windows[1:]):
             check_same_size(window.shape[2:4], (self.height, self.width), "window", str(path))
         # starts[k] = sequence index of the first frame of window k
         self.starts = np.cumsum([0] + [w.shape[0] for w in self.windows]).tolist()
         siblings = [rgb_sibling(p) for p in paths]
-        self.rgb: list[np.memmap] | None = None
+        self.rgb: list[np.ndarray] | None = None
         if any(s.is_file() for s in siblings):
             lacking = next((k for k, s in enumerate(siblings) if not s.is_file()), None)
             if lacking is not None:
@@ -145,6 +145,7 @@ def write_npy_windows(frames: Iterable[GBufferFrame], out_dir: str | Path, windo
     filled = 0
 
     def flush() -> None:
+        assert buffer is not None         # called once a frame has come, which made the buffer
         path = out_dir / f"{prefix}{len(written):02d}.npy"
         if rgb is not None:
             with atomic_path(rgb_sibling(path)) as tmp, open(tmp, "wb") as f:

@@ -27,6 +27,9 @@ class Panda3DUnavailableError(UserError):
     """panda3d is not installed, or cannot open an OpenGL context here (one line, a set-up problem)."""
 
 
+_configured = False      # panda3d_core() loaded our config into Panda in this process
+
+
 def panda3d_core():
     """The configured `panda3d.core` module; Panda3DUnavailableError when the extra is not installed."""
     try:
@@ -34,11 +37,12 @@ def panda3d_core():
     except ImportError:
         raise Panda3DUnavailableError("panda3d is not installed; pip install 'alaya-studio[engines]'",
                                       "engine panda3d") from None
-    if not getattr(panda3d_core, "_configured", False):
+    global _configured
+    if not _configured:
         core.load_prc_file_data("alaya-studio", _CONFIG)
         # Panda's GL contexts must go before the interpreter tears EGL down, or the process dies at exit (SIGSEGV)
         atexit.register(core.GraphicsEngine.get_global_ptr().remove_all_windows)
-        panda3d_core._configured = True
+        _configured = True
     return core
 
 

@@ -56,6 +56,7 @@ class DrivingScene:
         from panda3d import bullet
 
         self.core, self.bullet = core, bullet
+        self.start_heading_deg = 0.0                           # reset()'s heading; a seeded route sets its own
         loader = core.Loader.get_global_ptr()
         self.root = core.NodePath("alaya-panda3d")
         self.world = bullet.BulletWorld()
@@ -87,7 +88,7 @@ class DrivingScene:
 
     def _ground_body(self, environment):
         """A static triangle mesh of every geometry in the environment, at its scale."""
-        core, bullet = self.core, self.bullet
+        bullet = self.bullet
         mesh = bullet.BulletTriangleMesh()
         for path in environment.find_all_matches("**/+GeomNode"):
             transform = path.get_transform(self.root)
@@ -118,7 +119,7 @@ class DrivingScene:
     def reset(self) -> None:
         """Back to the start, at rest, facing `start_heading_deg` (0 unless a seeded route set it)."""
         body = self.chassis.node()
-        self.chassis.set_pos_hpr(*START, getattr(self, "start_heading_deg", 0.0), 0, 0)
+        self.chassis.set_pos_hpr(*START, self.start_heading_deg, 0, 0)
         body.set_linear_velocity(self.core.Vec3(0, 0, 0))
         body.set_angular_velocity(self.core.Vec3(0, 0, 0))
         body.clear_forces()
@@ -149,22 +150,29 @@ class DrivingScene:
         self.camera = camera
         self.follow(snap=True)
 
+    @property
+    def _camera(self):
+        """The camera attach_camera() gave (follow and view_projection need one)."""
+        assert self.camera is not None, "attach_camera() first"
+        return self.camera
+
     def follow(self, snap: bool = False) -> None:
         """Chase camera: 7 m behind, 2.6 m up, looking just ahead of the car; eases towards that place."""
-        core = self.core
+        core, camera = self.core, self._camera
         car = self.chassis
         heading = math.radians(car.get_h())
         behind = core.Point3(car.get_x() + 7.0 * math.sin(heading), car.get_y() - 7.0 * math.cos(heading),
                              car.get_z() + 2.6)
-        position = behind if snap else self.camera.get_pos() + (behind - self.camera.get_pos()) * 0.25
-        self.camera.set_pos(position)
-        self.camera.look_at(car.get_pos() + core.Vec3(-2.0 * math.sin(heading), 2.0 * math.cos(heading), 0.8))
+        position = behind if snap else camera.get_pos() + (behind - camera.get_pos()) * 0.25
+        camera.set_pos(position)
+        camera.look_at(car.get_pos() + core.Vec3(-2.0 * math.sin(heading), 2.0 * math.cos(heading), 0.8))
 
     def view_projection(self, fov_y_deg: float, aspect: float) -> tuple:
         """(view, projection) of the camera in the conventions frames record (gbuffer/viewpoint.py): Panda's
         camera space (x right, y forward, z up; row vectors) turned into OpenGL's (x right, y up, looking -z)."""
-        lens = self.camera.node().get_lens()
-        camera_to_world = np.array(self.camera.get_mat(self.root), np.float64).T     # column vectors
+        camera = self._camera
+        lens = camera.node().get_lens()
+        camera_to_world = np.array(camera.get_mat(self.root), np.float64).T     # column vectors
         panda_to_gl = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 0], [0, 0, 0, 1]], np.float64)
         view = panda_to_gl @ np.linalg.inv(camera_to_world)
         return view, perspective(fov_y_deg, aspect, lens.get_near(), lens.get_far()).astype(np.float64)

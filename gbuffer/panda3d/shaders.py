@@ -2,9 +2,9 @@
 
 Targets (locations): 0 the lit frame (paired RGB); 1 albedo; 2 view-space normal; 3 (depth, metallic, roughness,
 sun visibility), the three grey channels packed into one target and spread to R = G = B on readback, its alpha
-the sun mask (`frame.sun`) from the sun's shadow map (Panda draws it for the shadow-casting light, gbuffer_pass.py). Every value is encoded in
-the shader by the rules of gbuffer/encoding.py (the constants are filled in from there), so the 8-bit targets are
-the channels as they are stored.
+the sun mask (`frame.sun`) from the sun's shadow map (Panda draws it for the shadow-casting light,
+gbuffer_pass.py). Every value is encoded in the shader by the rules of gbuffer/encoding.py (the constants are
+filled in from there), so the 8-bit targets are the channels as they are stored.
 
 Inputs are Panda3D's own: `p3d_Texture0` (the model's texture; Panda binds white where there is none),
 `p3d_Material` (base colour, roughness, metallic), `p3d_ColorScale`. Panda hands GLSL the OpenGL eye space

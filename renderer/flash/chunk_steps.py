@@ -24,8 +24,9 @@ import functools
 
 import torch
 import torch.nn.functional as F
-from diffusers.models.transformers.transformer_helios import (HeliosAttnProcessor, HeliosRotaryPosEmbed,
-                                                              center_down_sample_3d, pad_for_3d_conv)
+from diffusers.models.transformers.transformer_helios import (HeliosAttention, HeliosAttnProcessor,
+                                                              HeliosRotaryPosEmbed, center_down_sample_3d,
+                                                              pad_for_3d_conv)
 
 from renderer.flash.history import HistoryInputs
 from renderer.flash.transformer import FlashTransformer
@@ -37,11 +38,12 @@ ONE_PLUS_SCALE = torch.tensor([0.0, 1.0, 0.0, 0.0, 1.0, 0.0]).unsqueeze(-1)
 
 def supports(transformer: FlashTransformer) -> bool:
     """Whether ChunkSteps computes exactly what this transformer's forward does."""
-    c = transformer.config
+    c = transformer.config                    # diffusers' FrozenDict: read by key, as its type says
     attention = [a for b in transformer.blocks for a in (b.attn1, b.attn2)]
-    return (c.zero_history_timestep and c.has_multi_term_memory_patch and c.guidance_cross_attn
-            and c.added_kv_proj_dim is None and c.qk_norm == "rms_norm_across_heads"
-            and all(type(a.processor) is HeliosAttnProcessor and not getattr(a, "fused_projections", False)
+    return (c["zero_history_timestep"] and c["has_multi_term_memory_patch"] and c["guidance_cross_attn"]
+            and c["added_kv_proj_dim"] is None and c["qk_norm"] == "rms_norm_across_heads"
+            and all(isinstance(a, HeliosAttention) and type(a.processor) is HeliosAttnProcessor
+                    and not getattr(a, "fused_projections", False)
                     and a.processor._attention_backend is None for a in attention))
 
 
@@ -135,11 +137,12 @@ class ChunkSteps:
         self.gbuffer_tokens = patch_tokens(gbuffer_latent.to(dtype), weight[:, noisy_channels:],
                                            model.patch_embedding.bias)                      # (B, Nc, D)
         t, h, w = gbuffer_latent.shape[2:]
-        p_t, p_h, p_w = model.config.patch_size
+        p_t, p_h, p_w = model.config["patch_size"]
         self.grid = (t // p_t, h // p_h, w // p_w)
         self.history_tokens = history_tokens(model, history) if tokens is None else tokens    # (B, Nh, D)
         self.history_length = self.history_tokens.shape[1]
-        short_grid = tuple(s // p for s, p in zip(history.short.shape[-2:], model.patch_short.kernel_size[1:]))
+        (s_h, s_w), (k_h, k_w) = history.short.shape[-2:], model.patch_short.kernel_size[1:]
+        short_grid = (s_h // k_h, s_w // k_w)
         self.rotation = rotary_tables(model.rope, history, self.grid, short_grid, weight.device)
         self.one_plus_scale = ONE_PLUS_SCALE.to(weight.device)
         # the history's tokens carry timestep 0 (zero_history_timestep): one modulation per block for all of them
@@ -183,7 +186,7 @@ class ChunkSteps:
         chunk = torch.addcmul(shift, norm.norm(chunk.float()), 1 + scale).type_as(chunk)
         out = model.proj_out(chunk)
         b = out.shape[0]
-        p_t, p_h, p_w = model.config.patch_size
+        p_t, p_h, p_w = model.config["patch_size"]
         t, h, w = self.grid
         out = out.reshape(b, t, h, w, p_t, p_h, p_w, -1).permute(0, 7, 1, 4, 2, 5, 3, 6)
         return out.flatten(6, 7).flatten(4, 5).flatten(2, 3)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
+
 import torch
 from torch import nn
 
@@ -147,8 +149,10 @@ def compression(blocks: nn.Sequential) -> tuple[int, int]:
     return spatial, temporal
 
 
-def fits(blocks: nn.Sequential | None, in_channels: int, out_channels: int) -> bool:
-    convs = [b for b in (blocks or []) if isinstance(b, nn.Conv2d)]
+def fits(blocks: nn.Sequential | None, in_channels: int, out_channels: int) -> TypeGuard[nn.Sequential]:
+    if blocks is None:
+        return False
+    convs = [b for b in blocks if isinstance(b, nn.Conv2d)]
     return bool(convs) and convs[0].in_channels == in_channels and convs[-1].out_channels == out_channels \
         and compression(blocks) == (SPATIAL_SCALE, TEMPORAL_SCALE)
 
@@ -156,6 +160,10 @@ def fits(blocks: nn.Sequential | None, in_channels: int, out_channels: int) -> b
 # ---- the encoder ---------------------------------------------------------------------------------------------
 class GBufferEncoder(nn.Module):
     """One of the families; `parts` are registered under the checkpoint's own names, so state-dict keys match."""
+
+    # the parts a family registers (grouped, shared: encoder; shared: fusion; branches: `branch_attr`)
+    encoder: nn.Sequential
+    fusion: nn.Conv2d
 
     def __init__(self, family: str, parts: dict[str, nn.Module], input_range: InputRange = "0..1"):
         super().__init__()
@@ -185,6 +193,7 @@ class GBufferEncoder(nn.Module):
         if self.family == "grouped":
             z = run_stream(self.encoder, x.reshape(b * t, g * c, h, w), b, memory, "grouped")
         elif self.family == "branches":
+            assert self.branch_attr is not None                   # the family registers its branches
             z = torch.cat([run_stream(branch, x[:, :, k].reshape(b * t, c, h, w), b, memory, k)
                            for k, branch in enumerate(getattr(self, self.branch_attr))], dim=1)
         else:                                                     # shared: the 5 channels as 5 streams
@@ -205,8 +214,9 @@ def _branches(shapes: Shapes) -> GBufferEncoder | None:
     attr = next((a for a in ("branches", "encoders") if all(k.startswith(a + ".") for k in shapes)), None)
     if attr is None:
         return None
-    branches = [sequential_from_shapes(shapes, f"{attr}.{k}.") for k in range(G)]
-    if not all(fits(b, 3, LATENT_CHANNELS) for b in branches):
+    branches = [b for b in (sequential_from_shapes(shapes, f"{attr}.{k}.") for k in range(G))
+                if fits(b, 3, LATENT_CHANNELS)]
+    if len(branches) < G:                 # one that does not fit: not this family
         return None
     return GBufferEncoder("branches", {attr: nn.ModuleList(branches)})
 

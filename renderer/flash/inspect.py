@@ -28,7 +28,7 @@ def key_tree(infos: dict) -> dict:
     return tree
 
 
-def file_report(check, card_bytes: float, tolerance: float) -> dict:
+def file_report(check, card_bytes: float | None, tolerance: float) -> dict:
     infos = check.infos
     size = sum(i.nbytes for i in infos.values())
     ratio = size / card_bytes if card_bytes else None          # None: a file of ours, not on the model card

@@ -70,7 +70,7 @@ class FlashSession(RenderSession):
         self.recache_on_switch = recache_on_switch
         cfg = pipeline.config
         self.latent_size = (height // SPATIAL_SCALE, width // SPATIAL_SCALE)
-        self.history = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
+        self.history: LatentHistory | None = LatentHistory(cfg.history_sizes, cfg.in_channels, *self.latent_size,
                                      pipeline.device, pipeline.dtype)
         self.trim_startup_frames = cfg.trim_startup_frames
         self.encoder_memory, self.memory = StreamMemory(), DecoderStream()
@@ -85,6 +85,13 @@ class FlashSession(RenderSession):
         # chunk; the renderer turns it on where asked (FlashSettings.overlap_chunks)
         self.overlaps_chunks = overlaps_chunks
         self._cuda = pipeline.device.type == "cuda"
+
+    @property
+    def _history(self) -> LatentHistory:
+        """The history of an open session (close() drops it)."""
+        if self.history is None:
+            raise RendererError("this flash session is closed")
+        return self.history
 
     def _noise(self, latent_frames: int) -> torch.Tensor:
         # drawn on the CPU so a seed gives the same noise on every device
@@ -105,8 +112,7 @@ class FlashSession(RenderSession):
 
     def prepare(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> "PreparedChunk":
         check_chunk(self, frames, conditioning)
-        if self.history is None:
-            raise RendererError("this flash session is closed")
+        history = self._history
         pipe = self.pipeline
         prompt = pipe.prompts.chunk(conditioning).unsqueeze(0).to(pipe.device)   # (1, text_len, text_dim)
         x = frames_to_tensor(frames, self.width, self.height, pipe.device)
@@ -120,7 +126,7 @@ class FlashSession(RenderSession):
                 self._recache(prompt)
                 timer.lap("recache")
             t = gbuffer_latent.shape[2]
-            return PreparedChunk(len(frames), prompt, gbuffer_latent, self._noise(t), self.history.inputs(t),
+            return PreparedChunk(len(frames), prompt, gbuffer_latent, self._noise(t), history.inputs(t),
                                  lambda: self._noise(t), timer, x)
 
     def render_stream(self, frames: Sequence[GBufferFrame],
@@ -143,7 +149,7 @@ class FlashSession(RenderSession):
             latent = pipe.denoise(chunk.noise, chunk.gbuffer_latent, chunk.prompt, chunk.history,
                                   on_step=lambda i: timer.lap(f"denoise_step_{i}"), fresh_noise=chunk.fresh_noise,
                                   history_tokens=self._tokens_ahead())
-            self.history.push(latent, chunk.gbuffer_latent)
+            self._history.push(latent, chunk.gbuffer_latent)
         self.last_prompt = chunk.prompt
         self.latent_frames = latent.shape[2]
         return self._stream_frames(chunk, latent)
@@ -159,7 +165,7 @@ class FlashSession(RenderSession):
         """The history tokens made after the last streamed chunk, if the history has not changed since (a
         re-cache, a whole-chunk render)."""
         ahead, self.ahead = self.ahead, None
-        return ahead[1] if ahead is not None and ahead[0] == self.history.version else None
+        return ahead[1] if ahead is not None and ahead[0] == self._history.version else None
 
     def _stream_frames(self, chunk: "PreparedChunk", latent: torch.Tensor) -> Iterator[RenderResult]:
         pipe, timer = self.pipeline, chunk.timer
@@ -191,7 +197,7 @@ class FlashSession(RenderSession):
     def finish(self, chunk: "PreparedChunk", latent: torch.Tensor) -> RenderResult:
         pipe, timer = self.pipeline, chunk.timer
         with torch.inference_mode():
-            self.history.push(latent, chunk.gbuffer_latent)
+            self._history.push(latent, chunk.gbuffer_latent)
             rgb = pipe.decode(latent, self.memory, chunk.gbuffer, chunk.prompt)[0, : chunk.frames]
             timer.lap("decode")
         self.last_prompt = chunk.prompt
@@ -223,16 +229,17 @@ class FlashSession(RenderSession):
 
     def _recache(self, prompt: torch.Tensor) -> None:
         """Re-render the short history under the new prompt: renoise it half way, finish the steps."""
-        if not self.history.has_anchor:
+        history = self._history
+        if not history.has_anchor:
             return
         pipe = self.pipeline
-        n = self.history.sizes[2]
+        n = history.sizes[2]
         start = pipe.sampler.num_steps // 2
         sigma = float(pipe.sampler.sigmas()[start])
-        noisy = pipe.sampler.add_noise(self.history.recent_rgb(n), self._noise(n).to(pipe.device), sigma)
-        clean = pipe.denoise(noisy, self.history.recent_gbuffer(n), prompt, self.history.inputs(n),
+        noisy = pipe.sampler.add_noise(history.recent_rgb(n), self._noise(n).to(pipe.device), sigma)
+        clean = pipe.denoise(noisy, history.recent_gbuffer(n), prompt, history.inputs(n),
                              start_step=start, fresh_noise=lambda: self._noise(n))
-        self.history.replace_recent(clean)
+        history.replace_recent(clean)
 
     def state_bytes(self) -> int:
         """Bytes held by the history and the decoder memory (constant after the first chunk)."""

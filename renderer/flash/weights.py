@@ -214,12 +214,19 @@ class WeightsPlan:
                 where = f.errors[0].where if f.errors else str(self.root / name).rstrip("/")
                 raise WeightsError(f.problem(), where)
 
+    @property
+    def _config(self) -> FlashConfig:
+        """The config, where it was read: the checks run only then, and `load` only after raise_if_broken (an
+        unreadable config is an error on transformer/, so it raises first)."""
+        assert self.config is not None, "config.json was not read"
+        return self.config
+
     # ---- checks -------------------------------------------------------------------------------------------
     def _check_transformer(self) -> None:
         base, partial = self.files[TRANSFORMER], self.files[TRANSFORMER_PARTIAL]
         try:
             with torch.device("meta"):
-                expected = state_shapes(FlashTransformer(self.config, sink=None))
+                expected = state_shapes(FlashTransformer(self._config, sink=None))
         except (TypeError, ValueError, AssertionError) as exc:          # a Helios argument of the wrong kind
             base.errors.append(WeightsError(f"HeliosTransformer3DModel refuses it ({exc})",
                                             str(self.root / TRANSFORMER_CONFIG)))
@@ -241,9 +248,11 @@ class WeightsPlan:
     def _check_sink(self, base: FileCheck, partial: FileCheck) -> None:
         sink_infos = {k: i for f in (base, partial) for k, i in f.infos.items() if is_sink_key(k)}
         ours = {k[len(SINK_PREFIX):]: i.shape for k, i in sink_infos.items() if k.startswith(SINK_PREFIX)}
-        match = match_family(sink_families(self.config), ours) if ours and len(ours) == len(sink_infos) else None
+        match = match_family(sink_families(self._config), ours) if ours and len(ours) == len(sink_infos) else None
         if match:
-            family, self.sink = match
+            family, sink = match
+            assert isinstance(sink, TextSink)              # sink_families builds TextSinks only
+            self.sink = sink
             partial.family = f"text sink: {family.name}"
             return
         self.sink = None
@@ -259,8 +268,10 @@ class WeightsPlan:
             return
         match = match_family(ENCODER_FAMILIES, {k: i.shape for k, i in check.infos.items()})
         if match:
-            family, self.encoder = match
-            self.encoder.input_range = self.config.gbuffer_input_range
+            family, encoder = match
+            assert isinstance(encoder, GBufferEncoder)     # ENCODER_FAMILIES builds GBufferEncoders only
+            encoder.input_range = self._config.gbuffer_input_range
+            self.encoder = encoder
             check.family = family.name
             return
         check.family = "unknown"
@@ -268,7 +279,7 @@ class WeightsPlan:
                                f"{', '.join(key_patterns(check.infos, 5))})", str(self.root / GBUFFER_ENCODER))
         check.notes.append(unknown.detail)
         with torch.device("meta"):         # what today's grouped design of this config would need
-            check.compare(state_shapes(GBufferEncoder.for_config(self.config)))
+            check.compare(state_shapes(GBufferEncoder.for_config(self._config)))
         if check.ok:                       # no key diff: the pattern is all there is to say
             check.errors.append(unknown)
 
@@ -278,7 +289,7 @@ class WeightsPlan:
             return
         check.infos = {k: i for k, i in check.infos.items() if not k.startswith("encoder.")}  # TAEHV's encoder
         self.decoder_channels = decoder_channels({k: i.shape for k, i in check.infos.items()},
-                                                 self.config.decoder_channels)
+                                                 self._config.decoder_channels)
         with torch.device("meta"):
             decoder = TinyDecoder(self.decoder_channels)
         expected = state_shapes(decoder)
@@ -291,7 +302,7 @@ class WeightsPlan:
 
     def _refiner_shape(self) -> GBufferRefiner:
         with torch.device("meta"):
-            return GBufferRefiner(self.config.refiner_looks, self.config.text_dim, self.config.refiner_hidden)
+            return GBufferRefiner(self._config.refiner_looks, self._config.text_dim, self._config.refiner_hidden)
 
     def _check_refiner(self) -> None:
         check = self.files.get(REFINER)
@@ -299,7 +310,7 @@ class WeightsPlan:
             return
         refiner = self._refiner_shape()
         check.compare(state_shapes(refiner))
-        check.family = (f"G-buffer refiner, {refiner.looks} looks, context width {self.config.refiner_hidden} "
+        check.family = (f"G-buffer refiner, {refiner.looks} looks, context width {self._config.refiner_hidden} "
                         f"({refiner.parameter_count():,} params)")
 
     @property
@@ -324,7 +335,7 @@ class WeightsPlan:
         if self.sink is None:
             warnings.warn(f"{self.root}: {self.sink_note}", stacklevel=2)
         with torch.device("meta"):
-            transformer = FlashTransformer(self.config, sink=self.sink)
+            transformer = FlashTransformer(self._config, sink=self.sink)
             decoder = TinyDecoder(self.decoder_channels)
         base, partial = self.files[TRANSFORMER], self.files[TRANSFORMER_PARTIAL]
         wanted = set(transformer.state_dict())
@@ -335,9 +346,10 @@ class WeightsPlan:
             return torch.float32 if any(part in keep for part in key.split(".")) else dtype
 
         with torch.device(device):           # non-persistent buffers: recomputed, not stored
-            transformer.rope = HeliosRotaryPosEmbed(self.config.rope_dim, transformer.rope.theta)
+            transformer.rope = HeliosRotaryPosEmbed(self._config.rope_dim, transformer.rope.theta)
         _assign(transformer, {k: load_tensor(i, device, kind(k)) for k, i in infos.items()})
         encoder = self.encoder
+        assert encoder is not None           # a plan that passed raise_if_broken matched an encoder family
         _assign(encoder, {k: load_tensor(i, device, dtype) for k, i in self.files[GBUFFER_ENCODER].infos.items()})
         dec_state = {k: load_tensor(i, device, dtype) for k, i in self.files[TINY_DECODER].infos.items()}
         for key in self._tgrow_keys(decoder):
@@ -371,6 +383,8 @@ class WeightsPlan:
 
 
 def _relative(where: str | None, root: Path) -> str:
+    if where is None:                     # an error that names no file is about the directory itself
+        return str(root)
     try:
         return str(Path(where).relative_to(root))
     except ValueError:
