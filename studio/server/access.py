@@ -138,17 +138,29 @@ class Visitors:
     def is_admin(self, presented: str | None) -> bool:
         return self.admin is not None and same_key(presented, self.admin.key)
 
-    def admit(self, presented: str | None) -> Visitor:
-        """The visitor an offer starts a session for: the one whose key it presents, else a new one."""
+    def visitor_for(self, presented: str | None) -> Visitor:
+        """The visitor an offer would start a session for: the one whose key it presents, else a new one that the
+        studio does not know yet. `enroll` makes it known once its session has started, so failing offers leave
+        nothing behind (issue 42: 10,000 of them pushed out visitors holding nothing, and their keys)."""
         found = self.find(presented)
         if found is not None and not found.admin:   # the admin's sessions get owner keys of their own
             return found
+        return Visitor(new_key())
+
+    def admit(self, presented: str | None) -> Visitor:
+        """`visitor_for` and `enroll` at once, for a caller with nothing to check in between."""
+        visitor = self.visitor_for(presented)
+        self.enroll(visitor)
+        return visitor
+
+    def enroll(self, visitor: Visitor) -> None:
+        """`visitor`'s session started: its key opens its routes from now on."""
         with self._lock:
+            if any(v is visitor for v in self.known):
+                return
             if len(self.known) >= MAX_IDLE_VISITORS:
                 self._visitors = [v for v in self.known if v.holds("uploads") or v.holds("takes")]
-            visitor = Visitor(new_key())
             self.known.append(visitor)
-        return visitor
 
     # ---- what a visitor may play --------------------------------------------------------------------------
 

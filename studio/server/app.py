@@ -25,7 +25,7 @@ from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
 from studio.server.owners import INDEX_NAME, Folders
 from studio.server.redact import hide_paths
-from studio.server.sessions import SessionManager, StudioFull
+from studio.server.sessions import PendingOffers, SessionManager, StudioFull
 from studio.server.settings import Settings
 
 
@@ -90,6 +90,10 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     @app.exception_handler(StudioFull)
     async def _full(request: Request, exc: StudioFull) -> JSONResponse:
         return JSONResponse({"error": str(exc), "where": None}, status_code=503, headers={"Retry-After": "10"})
+
+    @app.exception_handler(PendingOffers)
+    async def _pending_offers(request: Request, exc: PendingOffers) -> JSONResponse:
+        return JSONResponse({"error": str(exc), "where": None}, status_code=429, headers={"Retry-After": "10"})
 
     @app.exception_handler(AudienceFull)
     async def _audience_full(request: Request, exc: AudienceFull) -> JSONResponse:

@@ -170,8 +170,10 @@ def _output_request(hello: Hello) -> OutputRequest | None:
 
 async def _open_link(manager, visitors, settings, feed, request: OutputRequest) -> EngineLink:
     """The engine's own session, owned by a new visitor whose key only this engine hears (in its welcome)."""
-    owner = visitors.grant(visitors.admit(None), settings.takes)
-    return await EngineLink.open(manager, feed, request, owner)
+    visitor = visitors.visitor_for(None)
+    link = await EngineLink.open(manager, feed, request, visitors.grant(visitor, settings.takes))
+    visitors.enroll(visitor)          # only once its session runs (issue 42)
+    return link
 
 
 class ReturnPath:

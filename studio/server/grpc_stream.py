@@ -134,7 +134,10 @@ async def open_link(manager, visitors, settings, feed: Feed, output: pb.OutputRe
     """The engine's own session on its feed, for a new visitor (its owner key goes back in the welcome)."""
     try:
         request = parse_output(output_request(output))
-        return await EngineLink.open(manager, feed, request, visitors.grant(visitors.admit(None), settings.takes))
+        visitor = visitors.visitor_for(None)
+        link = await EngineLink.open(manager, feed, request, visitors.grant(visitor, settings.takes))
+        visitors.enroll(visitor)      # only once its session runs (issue 42)
+        return link
     except StudioFull as exc:       # every session slot is taken: try again later
         raise StreamFailed(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
     except UserError as exc:        # named from the output request down: open.output.size, open.output: renderer

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
@@ -61,16 +61,19 @@ class TakeStatus(BaseModel):
 
 @webrtc_api.post("/offer", response_model=OfferAnswer, responses=ERRORS)
 async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: VisitorsDep, key: KeyDep,
-                       settings: SettingsDep) -> OfferAnswer:
+                       settings: SettingsDep, request: Request) -> OfferAnswer:
     """Start a live session: send the browser's SDP offer and the session options, get the SDP answer and the
     session's `owner_key`, which every route on the session then needs (`Authorization: Bearer KEY`). An offer
     that presents an owner key the studio issued starts another session of that visitor, with the same key."""
-    visitor = visitors.admit(key)
+    visitor = visitors.visitor_for(key)
     caller = visitors.find(key)       # the admin plays any source; its sessions still get keys of their own
     visitors.require_source(caller if caller is not None else visitor, offer.source, settings.data_dir,
                             settings.takes_path)
     presenter = caller is not None and caller.admin
-    return await manager.offer(offer, visitors.grant(visitor, settings.takes, presenter))
+    client = request.client.host if request.client else None
+    answer = await manager.offer(offer, visitors.grant(visitor, settings.takes, presenter), client)
+    visitors.enroll(visitor)          # only now: a failing offer registers nobody
+    return answer
 
 
 @webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)

@@ -44,6 +44,7 @@ class LiveSession:
         self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
         self.owner_key = owner_key       # issue 26: what its REST routes need (studio/server/access.py)
         self.presenter = presenter       # started with the admin token: OSC steers it (studio/server/osc.py)
+        self.client: str | None = None   # the offering address (its offers still connecting are limited)
         self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
         self.width, self.height = render_session.width, render_session.height
         self.codec: str | None = None    # negotiated with the owner's peer

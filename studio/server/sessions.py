@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -24,7 +25,7 @@ from studio.server.parsing import PARSERS, ParsersBusy
 from studio.server.planner import SessionPlan, SessionPlanner
 from studio.server.session import LiveSession
 from studio.server.worker import FrameSink
-from studio.server.settings import Settings
+from studio.server.settings import Settings, is_loopback
 from studio.server.tasks import TaskSet, cancel_and_wait
 from webrtc.answer import answer_sendonly, require_video
 from webrtc.encoders import EncoderSettings
@@ -44,6 +45,10 @@ class StudioFull(Exception):
     """Every session slot is taken; answered with HTTP 503."""
 
 
+class PendingOffers(Exception):
+    """This address has as many offers still connecting as it may; answered with HTTP 429."""
+
+
 class SessionManager:
     def __init__(self, settings: Settings, feeds: FeedHub):
         self.settings = settings
@@ -53,6 +58,7 @@ class SessionManager:
         self.sessions_started = 0
         self.sessions_refused = 0
         self._pending = 0
+        self._offering: Counter[str] = Counter()   # offers being answered, by address
         self._watchdogs: dict[str, asyncio.Task] = {}
         self.observer: Callable[[str], SessionObserver] | None = None  # renderer name → what its sessions report to
         self.tasks = TaskSet("sessions")  # watchdogs and end() calls started from callbacks
@@ -93,6 +99,20 @@ class SessionManager:
 
     # ---- offers ------------------------------------------------------------------------------------------
 
+    def _limit_client(self, client: str | None) -> None:
+        """At most `max_pending_per_client` offers of one address waiting to connect: 50 quick offers that never
+        connect held every slot for their deadline (issue 42). Loopback is the studio's own machine (and what a
+        reverse proxy looks like: put the limit in the proxy then)."""
+        if client is None or (is_loopback(client) and not self.settings.pending_limit_on_loopback):
+            return
+        waiting = sum(1 for s in self.sessions.values() if s.client == client and s.pc is not None
+                      and s.pc.connectionState != "connected") + self._offering.get(client, 0)
+        if waiting >= self.settings.max_pending_per_client:
+            self.sessions_refused += 1
+            raise PendingOffers(f"{waiting} offers from your address are still connecting; wait for them to "
+                                "connect or end (at most "
+                                f"{self.settings.max_pending_per_client})")
+
     def _reserve(self) -> None:
         if len(self.sessions) + self._pending >= self.settings.max_sessions:
             self.sessions_refused += 1
@@ -100,11 +120,16 @@ class SessionManager:
                              "try again when someone leaves")
         self._pending += 1
 
-    async def offer(self, req: OfferRequest, owner: Ownership | None = None) -> OfferAnswer:
-        """`owner` (issue 26): the visitor's key and takes; without one only the admin token controls it."""
+    async def offer(self, req: OfferRequest, owner: Ownership | None = None, client: str | None = None
+                    ) -> OfferAnswer:
+        """`owner` (issue 26): the visitor's key and takes; without one only the admin token controls it.
+        `client`: the offering address, for its limit of offers still connecting."""
         offered_at = time.perf_counter()
         require_video(req.sdp)          # the cheap check first (issue 42): no schedule is parsed for a bad SDP
+        self._limit_client(client)
         self._reserve()
+        if client is not None:
+            self._offering[client] += 1
         try:
             plan = await self._plan(req, stamp=req.stamp)
             session = await self._start(plan, owner, lambda sid: peer_connection(self.settings.ice, sid),
@@ -116,11 +141,16 @@ class SessionManager:
                 await session.close()
                 raise
             session.negotiated(answer, EncoderSettings.for_session(plan.width, plan.height, plan.fps, req.bitrate))
+            session.client = client
             self._admit(session)
             self._watchdogs[session.id] = self.tasks.spawn(self._watch(session), name=f"watch-{session.id}")
             return OfferAnswer(sdp=answer.sdp, type="answer", session_id=session.id, owner_key=session.owner_key)
         finally:
             self._pending -= 1
+            if client is not None:
+                self._offering[client] -= 1
+                if not self._offering[client]:
+                    del self._offering[client]
 
     async def start_for_engine(self, options: SessionOptions, owner: Ownership, sink: FrameSink,
                                channel) -> LiveSession:

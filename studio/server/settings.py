@@ -31,7 +31,10 @@ class Settings:
     max_width: int = 1920
     max_height: int = 1080
     max_fps: float = 60.0
-    connect_timeout_s: float = 20.0   # an offer whose ICE/DTLS never connects is dropped after this
+    connect_timeout_s: float = 10.0   # an offer whose ICE/DTLS never connects is dropped after this (issue 42: a
+                                      # slot squatted by offers that never connect is held this long)
+    max_pending_per_client: int = 2   # offers of one address not yet connected (issue 42: slots cost something)
+    pending_limit_on_loopback: bool = False   # the studio's own machine is trusted; tests turn it on
     peer_timeout_s: float = 10.0      # a peer that stops sending RTCP receiver reports while we stream is gone
     feed_max_fps: float = 120.0       # engine feed caps
     feed_max_pixels: int = 1920 * 1080
