@@ -20,8 +20,10 @@ class PromptSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    preset: str | None = Field(None, description="a preset's short name, e.g. 'cyberpunk'")
-    text: str | None = Field(None, description="free text, or a preset name")
+    # bounded because every front door (offers, feeds, gRPC, the data channel) matches text to presets: 2,000
+    # characters is a paragraph, and a megabyte of it was CPU spent for nobody (issue 42)
+    preset: str | None = Field(None, max_length=100, description="a preset's short name, e.g. 'cyberpunk'")
+    text: str | None = Field(None, max_length=2000, description="free text, or a preset name")
     weight: float = Field(1.0, ge=0, allow_inf_nan=False, description="relative weight; a segment's sum > 0")
 
     @model_validator(mode="before")

@@ -45,3 +45,12 @@ def test_failing_offers_register_no_visitor_while_a_visitor_streams_on():
             assert res.status_code == 400, res.text
         assert len(visitors.known) == known
         victim.assert_unharmed()
+
+
+def test_a_megabyte_of_prompt_text_is_one_line():
+    with BackgroundServer(Settings(port=0, max_sessions=1)) as server:
+        schedule = {"version": 1, "segments": [{"start": 0, "prompts": [{"text": "lava " * 20_000}]}]}
+        res = httpx.post(f"{server.url}/api/webrtc/offer", timeout=60,
+                         json={"sdp": "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n", "schedule": schedule})
+        assert res.status_code == 400 and "2000 characters" in res.json()["error"], res.text[:200]
+        assert "\n" not in res.json()["error"]
