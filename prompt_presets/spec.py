@@ -8,10 +8,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alaya_errors import field_error
+from alaya_errors import UserError, field_error
 from prompt_presets.conditioning import WeightedPrompt
 from prompt_presets.presets import PresetError, get_preset, preset_names
 from prompt_presets.resolve import resolve_prompt
+
+
+MAX_TEXT = 2000
 
 
 class PromptSpec(BaseModel):
@@ -23,7 +26,7 @@ class PromptSpec(BaseModel):
     # bounded because every front door (offers, feeds, gRPC, the data channel) matches text to presets: 2,000
     # characters is a paragraph, and a megabyte of it was CPU spent for nobody (issue 42)
     preset: str | None = Field(None, max_length=100, description="a preset's short name, e.g. 'cyberpunk'")
-    text: str | None = Field(None, max_length=2000, description="free text, or a preset name")
+    text: str | None = Field(None, max_length=MAX_TEXT, description="free text, or a preset name")
     weight: float = Field(1.0, ge=0, allow_inf_nan=False, description="relative weight; a segment's sum > 0")
 
     @model_validator(mode="before")
@@ -63,8 +66,12 @@ class PromptSpec(BaseModel):
 
     @classmethod
     def from_weighted(cls, prompt: WeightedPrompt) -> "PromptSpec":
+        """The spec of a prompt built in code (keyframe text, a constant schedule's prompt): too long a text is
+        one line here, not a validation trace."""
         if prompt.preset:
             return cls(preset=prompt.preset, weight=prompt.weight)
+        if len(prompt.text) > MAX_TEXT:
+            raise UserError(f"a prompt of {len(prompt.text)} characters; at most {MAX_TEXT} characters", "prompt")
         return cls(text=prompt.text, weight=prompt.weight)
 
     def resolve(self) -> WeightedPrompt:

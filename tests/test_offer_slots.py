@@ -7,6 +7,7 @@ once its session has started. Real sockets and real aiortc offers, a visitor str
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from helpers.bystander import Bystander
 from helpers.loop import LoopThread
@@ -53,4 +54,16 @@ def test_a_megabyte_of_prompt_text_is_one_line():
         res = httpx.post(f"{server.url}/api/webrtc/offer", timeout=60,
                          json={"sdp": "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n", "schedule": schedule})
         assert res.status_code == 400 and "2000 characters" in res.json()["error"], res.text[:200]
+        assert "\n" not in res.json()["error"]
+
+
+@pytest.mark.parametrize("field", ["keyframes", "prompt"])
+def test_overlong_prompts_in_every_spelling_are_one_line(field):
+    with BackgroundServer(Settings(port=0, max_sessions=1)) as server:
+        text = "lava " * 1000
+        body = {"sdp": "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"}
+        body.update({"schedule": {"prompts": [{"positive": text, "allFrames": True}], "keyframes": [{"frame": 9}]}}
+                    if field == "keyframes" else {"prompt": text})
+        res = httpx.post(f"{server.url}/api/webrtc/offer", timeout=60, json=body)
+        assert res.status_code in (400, 422) and "2000 characters" in res.json()["error"], res.text[:300]
         assert "\n" not in res.json()["error"]

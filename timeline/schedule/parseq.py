@@ -27,6 +27,7 @@ import math
 from typing import Any
 
 from prompt_presets import resolve_prompt
+from prompt_presets.spec import MAX_TEXT
 from timeline.schedule.errors import ScheduleError, warn, within
 from timeline.schedule.keyframes import parse_weighted_prompt
 from timeline.schedule.model import MAX_FRAMES, PromptSpec, Schedule
@@ -133,6 +134,9 @@ class _Entry:
             positive = f"{extra} {positive}" if common_pos == "prepend" else f"{positive} {extra}"
         if "${" in positive:
             raise ScheduleError(f"{field}.positive: Parseq expressions (${{...}}) are not supported", where)
+        if len(positive) > MAX_TEXT:
+            raise ScheduleError(f"{field}.positive: {len(positive)} characters; at most {MAX_TEXT} characters",
+                                where)
         self.negative = str(raw.get("negative") or "").strip()
         self.parts = [resolve_prompt(t, w) for t, w in parse_weighted_prompt(positive, within(where, field))]
         if raw.get("allFrames"):
