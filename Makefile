@@ -34,7 +34,7 @@ setup: $(STAMP)
 studio: setup
 	$(BIN)/alaya-studio serve
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -q
 
 # The determinism check: N full runs in a row (LOAD=1 keeps one core busy meanwhile); see RELIABILITY.md.
@@ -42,8 +42,9 @@ N ?= 10
 test-repeat: setup
 	scripts/test-repeat $(N) $(if $(LOAD),--load,)
 
-# ruff on the parts that are clean so far, then mypy on pyproject's [tool.mypy] files. Still to come (so not here
-# yet): studio, training, tests, docs' examples and gbuffer/panda3d for ruff.
+# ruff on the parts that are clean so far, then mypy on pyproject's [tool.mypy] files; `make test` runs both first.
+# Still to come (so not here yet): studio, training, tests and docs' examples for ruff; studio, training, timeline
+# and gbuffer/feed for mypy.
 RUFF_CLEAN := alaya_errors.py app.py bench cluster gbuffer prompt_presets renderer scripts webrtc
 lint: setup
 	$(BIN)/ruff check $(RUFF_CLEAN)
