@@ -66,6 +66,7 @@ def parse_keyframe_text(text: str, where: str | None = None) -> dict[int, str]:
                                     where)
         else:
             end = _NEXT_PAIR.search(body, pos)
+            assert end is not None              # the pattern also matches at the end of the text
             prompt, pos = body[pos:end.start()].strip().rstrip(","), end.start()
         if frame in keyframes:
             raise ScheduleError(f"line {line}: keyframe {frame} appears twice", where)

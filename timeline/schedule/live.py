@@ -140,7 +140,8 @@ class LiveTimeline:
         mode = conditioning.mode
         now = self._switched(self.schedule, position, conditioning, transition)
         whole = self.schedule.switch_at(0, conditioning, mode=mode)
-        passes, last, left = [], now, position + transition - length      # transition frames left at the wrap
+        passes: list[Schedule] = []
+        last, left = now, position + transition - length                 # transition frames left at the wrap
         while transition > 0 and left > 0 and len(passes) < MAX_CARRIED_PASSES:
             at_wrap = last.conditioning_at(length - 1)                      # where the blend stands at the wrap
             last = whole.switch_at(0, at_wrap, mode=mode).switch_at(1, conditioning, left, mode=mode)

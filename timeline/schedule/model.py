@@ -59,7 +59,8 @@ class Transition(_Frozen):
     @model_validator(mode="after")
     def _frames_fit_kind(self) -> "Transition":
         if self.kind == "cut" and self.frames:
-            raise field_error(f"a cut takes no frames (got {self.frames}); use kind 'linear' or 'slerp' to blend", "frames")
+            raise field_error(f"a cut takes no frames (got {self.frames}); use kind 'linear' or 'slerp' to blend",
+                              "frames")
         if self.kind != "cut" and not self.frames:
             raise field_error(f"a {self.kind!r} transition needs at least 1 frame", "frames")
         return self
@@ -132,7 +133,8 @@ class Schedule(_Frozen):
                             f"segments[{len(segs) - 1}].start")
             for i, seg in enumerate(segs):
                 if seg.transition.frames > self.length:
-                    raise field_error(f"{seg.transition.frames} is longer than the whole schedule ({self.length} frames)",
+                    raise field_error(f"{seg.transition.frames} is longer than the whole schedule "
+                                      f"({self.length} frames)",
                                 f"segments[{i}].transition.frames")
         if self.loop and self.length is None:
             raise field_error("a looping schedule needs a length", "loop")
@@ -160,7 +162,9 @@ class Schedule(_Frozen):
         t = EASINGS[seg.transition.easing]((into + 1) / seg.transition.frames)
         if t >= 1.0:
             return self._targets[k]
-        return mix(self._sources[k], self._targets[k], t, seg.transition.kind)
+        source, kind = self._sources[k], seg.transition.kind
+        assert source is not None and kind != "cut"   # only the first segment has no source: a cut (validated)
+        return mix(source, self._targets[k], t, kind)
 
     def _wrap(self, frame: int) -> int:
         try:
@@ -170,7 +174,8 @@ class Schedule(_Frozen):
         if frame < 0:
             raise ScheduleError(f"frames start at 0, got {frame}", "frame")
         if self.loop:
-            return frame % self.length           # type: ignore[operator]  (validated: loop needs a length)
+            assert self.length is not None       # validated: a looping schedule has a length
+            return frame % self.length
         return frame
 
     def segment_index_at(self, frame: int) -> int:

@@ -47,7 +47,8 @@ def is_parseq(data: Any) -> bool:
 def schedule_from_parseq(data: dict, *, fps: float | None = None, where: str | None = None) -> Schedule:
     prompts, field, common, common_pos = _prompt_list(data, where)
     last_frame = _last_frame(data, prompts, where)
-    options = data.get("options") if isinstance(data.get("options"), dict) else {}
+    given = data.get("options")
+    options = given if isinstance(given, dict) else {}
     fps = fps or options.get("output_fps") or 30.0
 
     _require_affordable(last_frame + 1, len(prompts), where)
@@ -105,13 +106,13 @@ def _last_frame(data: dict, prompts: list, where: str | None) -> int:
     keyframes = data.get("keyframes") or []
     if not isinstance(keyframes, list):
         raise ScheduleError("keyframes: expected a list of {\"frame\": ...} objects", where)
-    frames = [k.get("frame") for k in keyframes if isinstance(k, dict)]
-    frames = [f for f in frames if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f)]
+    frames: list[float] = [f for k in keyframes if isinstance(k, dict) and isinstance(f := k.get("frame"), (int, float))
+                           and not isinstance(f, bool) and math.isfinite(f)]
     if frames:
         last = int(max(frames))
     else:
-        ends = [p.get("to") for p in prompts if isinstance(p, dict) and not p.get("allFrames")]
-        ends = [e for e in ends if isinstance(e, int) and not isinstance(e, bool)]
+        ends: list[int] = [e for p in prompts if isinstance(p, dict) and not p.get("allFrames")
+                           and isinstance(e := p.get("to"), int) and not isinstance(e, bool)]
         if not ends:
             raise ScheduleError("keyframes: no keyframe frames, so the export's length is unknown", where)
         last = max(ends)
