@@ -268,6 +268,21 @@ def test_the_visitors_folders_themselves_are_no_source(studio, visitors, folder)
                             timeout=60).status_code == 204
 
 
+def test_an_upload_cannot_pair_with_another_visitors_window(studio, visitors):
+    """X.npy and X.rgb.npy are read as one sequence: a second visitor's X.rgb.npy beside the first one's X.npy
+    would change what the first one plays (and its errors would describe the first one's file)."""
+    first, second, _ = visitors
+    put = lambda name, who: httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(), headers=who,
+                                      timeout=60)
+    assert put("pair.npy", first.auth).status_code == 200
+    try:
+        taken = put("pair.rgb.npy", second.auth)
+        assert taken.status_code == 409 and "pair with another visitor's upload" in taken.json()["error"]
+        assert not (studio.settings.data_dir / "uploads" / "pair.rgb.npy").exists()
+    finally:
+        assert httpx.delete(f"{studio.url}/api/ui/uploads/pair.npy", headers=first.auth).status_code == 204
+
+
 def test_takes_count_against_their_visitor_and_answers_name_no_server_path(studio, visitors):
     first, second, loop = visitors
     take = f"{studio.url}/api/sessions/{second.session_id}/take"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from starlette.requests import HTTPConnection
 
 from alaya_errors import UserError
+from gbuffer.formats.npy import RGB_SUFFIX, is_rgb_sibling, rgb_sibling
 from gbuffer.formats.sequence import input_kind
 from gbuffer.frame import GBufferError
 from prompt_presets import Conditioning, load_presets, resolve_prompt
@@ -155,6 +156,9 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
     replacing = path.exists()
     if replacing and not visitor.owns(path):
         raise HTTPException(409, f"{name!r} is another visitor's upload; choose another name")
+    partner = paired_name(path)      # X.npy and X.rgb.npy are read as one sequence: both must be the same visitor's
+    if partner is not None and partner.exists() and not visitor.owns(partner):
+        raise HTTPException(409, f"{name!r} would pair with another visitor's upload; choose another name")
     reservation = visitors.reserve(visitor, "uploads", path, replacing, declared or ui.upload_limit)
     try:
         path, info = await save_upload(request.stream(), ui.data_dir, name, ui.upload_limit, reservation.size)
@@ -167,6 +171,13 @@ async def upload(name: str, request: Request, ui: UIDep, visitor: VisitorDep, vi
     finally:
         visitors.release(reservation)              # recorded by now, or failed: its place is free again
     return UploadResult(source=path.relative_to(ui.data_dir).as_posix(), **info)
+
+
+def paired_name(path: Path) -> Path | None:
+    """The file a .npy window is read together with: its RGB sibling, or the window an RGB sibling belongs to."""
+    if is_rgb_sibling(path):
+        return path.with_name(path.name[: -len(RGB_SUFFIX)] + ".npy")
+    return rgb_sibling(path) if path.name.lower().endswith(".npy") else None
 
 
 @router.delete("/uploads/{name}", status_code=204, response_class=Response)
