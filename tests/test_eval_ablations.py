@@ -163,19 +163,24 @@ def test_the_eval_json_holds_the_ablations_beside_the_baselines(evaluated):
 
 def test_decoder_only_is_the_models_frames_before_its_refiner(evaluated):
     ev, result = evaluated
-    rows, task = row_frames(ev), ev.tests[0]
+    rows, held = row_frames(ev), ev.tests[0]
     assert set(rows) == {"model", "decoder_only", "no_transformer", "per_pixel", "conv"}
     pipe = ev.renderer.pipeline
-    for t in tasks_for(task.path, ev.o):
+    for t in tasks_for(held.path, ev.o):
         model, decoded = frames(rows["model"], ev, t), frames(rows["decoder_only"], ev, t)
         assert np.abs(model.astype(int) - decoded).mean() > 5                      # the refiner is off
         # the model's frames are its refiner applied to exactly these decoded frames (same noise, same history)
-        g = torch.from_numpy(task.gbuffer()).permute(0, 1, 4, 2, 3)[None].float() / 255
+        g = torch.from_numpy(held.gbuffer()).permute(0, 1, 4, 2, 3)[None].float() / 255
         x = torch.from_numpy(decoded).permute(0, 3, 1, 2)[None].float() / 255
         prompt = pipe.prompts.prompt(resolve_prompt(t.prompt).text)[None]
         refined = pipe.refine(x, g, prompt)[0].permute(0, 2, 3, 1).mul(255).round().clamp(0, 255).byte().numpy()
         assert np.abs(refined.astype(int) - model).mean() < 0.5, t.key
     assert result["ablations"]["decoder_only"]["psnr"] != result["overall"]["psnr"]
+    # the hook's model row is the stream eval scored (one noise seed here)
+    target = style_frames(held.recording, "polar", renderer=ev.reference)
+    polar = next(t for t in tasks_for(held.path, ev.o) if t.key == "polar")
+    assert np.mean([psnr(o, t) for o, t in zip(frames(rows["model"], ev, polar), target)]) == pytest.approx(
+        result["by_prompt"]["polar"]["psnr"], abs=2e-3)
 
 
 def test_the_rows_are_handed_to_a_later_scorer_frame_for_frame(evaluated):

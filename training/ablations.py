@@ -26,13 +26,15 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import torch
 
-from prompt_presets.resolve import resolve_prompt
+from prompt_presets.conditioning import Conditioning
+from prompt_presets.resolve import conditioning_for, resolve_prompt
 from training.conv_baseline import CONV_FRAMES, ConvFrames, fit_conv
 from training.data import load_recording
 from training.eval_prompt_control import StyleAccuracy
@@ -103,15 +105,23 @@ def task_looks(tasks: list["Task"], recordings: list, reference) -> list[Look]:
 
 # ---- each row's frames (the hook) -------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class OnePrompt:
+    """The task's prompt at every frame. A rollout reads nothing of its timeline but `conditioning_at`, and this
+    one answers as a single-prompt schedule does (Schedule.single(p).conditioning_at(i) == conditioning_for(p)),
+    so training needs no schedule class for it."""
+
+    conditioning: Conditioning
+
+    def conditioning_at(self, frame: int) -> Conditioning:
+        return self.conditioning
+
+
 def streamed_frames(renderer, test, task, seed: int) -> Iterator[tuple[int, np.ndarray]]:
-    """`renderer` streamed over `test` with the task's prompt, as eval streams the model."""
-    try:
-        from timeline.schedule import Schedule       # where schedules live since they left studio/
-    except ImportError:
-        from studio.schedule import Schedule
+    """`renderer` streamed over `test` with the task's prompt, as eval streams the model (the same rollout)."""
     from training.eval_run import render_stream
 
-    for r in render_stream(renderer, test.source(), Schedule.single(task.prompt, test.fps), seed):
+    for r in render_stream(renderer, test.source(), OnePrompt(conditioning_for(task.prompt)), seed):
         yield r.index, r.rgb
 
 
