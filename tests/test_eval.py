@@ -14,7 +14,6 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from gbuffer.formats import write_npy_windows
 from prompt_presets.conditioning import Conditioning
 from prompt_presets.resolve import conditioning_for
 from renderer import create_renderer
@@ -28,24 +27,12 @@ from training.eval_prompt_control import settle_frames, structure
 from training.eval_run import EvalOptions, Evaluation
 from training.metrics import StreamMetrics, psnr, ssim
 
-W, H = 64, 32
+from helpers.paired_worlds import H, W, world
+
 
 
 def cli(*args) -> int:
     return main([str(a) for a in args])
-
-
-def world(path: Path, frames: int, t0: float) -> Path:
-    """A synthetic paired recording (npy windows with RGB): the ray-cast scene from time t0 on, its 'beauty
-    pass' a fixed colour mix of the channels (any paired RGB will do for these tests)."""
-    out = []
-    for i in range(frames):
-        f = synthetic_gbuffer(W, H, t0 + i / 15, i)
-        mix = 0.6 * f.channel("albedo") + 0.25 * f.channel("normal") + 0.15 * f.channel("depth")
-        f.rgb = np.clip(mix, 0, 255).astype(np.uint8)
-        out.append(f)
-    write_npy_windows(out, path, window=8)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +127,8 @@ def test_the_baseline_is_fitted_by_default_on_the_recordings_the_model_names(ran
     shutil.copytree(random_weights, trained)
     (trained / "train_settings.json").write_text(json.dumps({"recordings": [str(worlds["train"].resolve())]}))
     report = tmp_path / "eval.json"
-    assert cli("eval", trained, worlds["held_a"], "--baselines", "--frames", 4, "--json", report) == 0
+    assert cli("eval", trained, worlds["held_a"], "--baselines", "--frames", 4, "--json", report,
+               "--conv-minutes", 0.01) == 0
     result = json.loads(report.read_text())
     assert result["per_pixel_fit"]["recordings"] == [{"recording": "train", "frames": 24}]
     assert result["baselines"]["per_pixel"]["frames"] == 4 and set(result["baselines"]["per_pixel_by_prompt"]) \
@@ -195,7 +183,7 @@ def test_outputs_that_are_each_styles_target_score_accuracy_one(worlds, tmp_path
 
 def test_outputs_of_another_style_score_accuracy_zero_and_the_baselines_fit_per_style(worlds, tmp_path):
     swap = dict(zip(STYLES, STYLES[1:] + STYLES[:1]))                 # polar draws cyberpunk, ...
-    o = options(worlds, tmp_path, baselines=True, fit=[str(worlds["train"])])
+    o = options(worlds, tmp_path, baselines=True, fit=[str(worlds["train"])], conv_minutes=0.01)
     result = Evaluation(o, renderer=SwappedStyles(swap)).run()
     control = result["prompt_control"]
     assert control["accuracy"] == 0.0 and control["by_prompt"] == dict.fromkeys(STYLES, 0.0)

@@ -190,7 +190,7 @@ def test_resuming_gives_the_weights_of_an_uninterrupted_run(recordings, codec, t
 def test_eval_scores_the_trained_model_on_a_held_out_recording(trained, recordings, tmp_path):
     report = tmp_path / "eval.json"
     assert cli("eval", trained, recordings["held"], "--json", report, "--markdown", tmp_path / "eval.md",
-               "--side-by-side", tmp_path / "videos", "--baselines") == 0
+               "--side-by-side", tmp_path / "videos", "--baselines", "--conv-minutes", 0.02) == 0
     result = json.loads(report.read_text())
     overall = result["overall"]
     assert overall["frames"] == 16 and {"psnr", "ssim", "flicker", "flicker_ratio"} <= overall.keys()
@@ -200,13 +200,15 @@ def test_eval_scores_the_trained_model_on_a_held_out_recording(trained, recordin
     assert overall["ssim"] == pytest.approx(np.mean([reference_ssim(t, o) for o, t in zip(outputs, truth)]), abs=2e-4)
     assert result["recordings"][0]["recording"] == "seed3.gbuf.zip"
     assert result["per_prompt"][0]["frames"] == 16
-    assert set(result["baselines"]) == {"albedo", "reference_original", "per_pixel", "codec", "per_pixel_by_prompt",
-                                        "codec_by_prompt"}
+    assert set(result["baselines"]) == {"albedo", "reference_original", "per_pixel", "codec", "conv",
+                                        "per_pixel_by_prompt", "codec_by_prompt", "conv_by_prompt"}
     assert result["baselines"]["albedo"]["psnr"] == pytest.approx(
         np.mean([reference_psnr(t, a) for a, t in zip(albedo, truth)]), abs=2e-3)
     # the per-pixel map was fitted on the model's own training recordings (named in its directory), not seed 3
     assert [r["recording"] for r in result["per_pixel_fit"]["recordings"]] == ["seed1.gbuf.zip", "seed2.gbuf.zip"]
-    assert set(result["not_computed"]) == {"lpips", "clip_score", "fvd"}
+    # trained without --refiner: no refiner to switch off, but a refiner fitted on zero latents all the same
+    assert set(result["not_computed"]) == {"lpips", "clip_score", "fvd", "decoder_only"}
+    assert set(result["ablations"]) == {"no_transformer", "no_transformer_fit"}
     assert "| **overall** | 16 |" in (tmp_path / "eval.md").read_text()
     import av
 

@@ -8,7 +8,8 @@ A *task* is what one stream is asked for and scored against:
 Each task streams once per noise seed through the studio's Rollout and the renderer's own session, exactly as
 live. Baselines score the same frames against the same targets: albedo passthrough and the reference renderer's
 `original` (against the RGB), `per_pixel` (training/baselines.py, fitted on the training recordings, one map per
-target style) and `codec` (the model's RGB codec on the target).
+target style) and `codec` (the model's RGB codec on the target); beside them the ablations and the conv
+baseline (training/ablations.py).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class EvalOptions:
     eight_worlds: bool = True
     rollout_frames: int | None = None            # None: the whole schedule (637 frames)
     renderer_options: dict = field(default_factory=dict)   # FlashSettings for the model under test (num_steps=2)
+    conv_minutes: float = 10.0                   # the conv baseline's fitting budget (training/conv_baseline.py)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,11 @@ class Evaluation:
             self.codec = _codec(o)
             if self.codec is None:
                 self.not_computed["codec"] = "the weights have no RGB encoder (codec.json); give --codec DIR"
+        self.ablations = None                    # decoder_only, no_transformer and the conv baseline
+        if o.baselines:
+            from training.ablations import Ablations
+
+            self.ablations = Ablations(self)
 
     # ---- one recording ------------------------------------------------------------------------------------
 
@@ -334,6 +341,7 @@ class Evaluation:
                 for name, per_task in self.score_baselines(test, tasks, targets).items():
                     for key, m in per_task.items():
                         base.setdefault(name, {})[key] = base.get(name, {}).get(key, StreamMetrics()).merged(m)
+                self.ablations.score(test, tasks, targets)
         result = {"weights": o.weights, "renderer": self.renderer.describe(),
                   "held_out_recordings": [t.name for t in self.tests], "styles": o.styles, "recordings": rows,
                   "per_prompt": [{"prompt": k, **m.summary(),
@@ -349,6 +357,8 @@ class Evaluation:
         result.update(context_blocks(self, result["not_computed"]))     # regions and warp_error
         if self.fit_info is not None:
             result["per_pixel_fit"] = self.fit_info
+        if self.ablations is not None:
+            self.ablations.report(result, overall, by_prompt)
         if control is not None:
             result["prompt_control"] = {**control.summary(),
                                         "paraphrases": self.paraphrases() if o.paraphrases else None,

@@ -9,7 +9,9 @@ reference renderer's preset over the same G-buffer; `original` = the RGB), and p
 which style each frame shows, held-out paraphrases and the eight-worlds rollout (training/eval_prompt_control.py).
 `--baselines` scores on the same frames: albedo passthrough, the reference renderer's `original`, `per_pixel`
 (a quadratic per-pixel map fitted on the training recordings, never on a test one) and `codec` (the model's RGB
-codec on the target: a latent model's ceiling). `--noise-seeds N` streams every task with N noise seeds (mean
+codec on the target: a latent model's ceiling), with the ablations `decoder_only` (refiner off) and
+`no_transformer` (zero latents, refiner refitted) and `conv` (a G-buffer convnet fitted within --conv-minutes;
+training/ablations.py). `--noise-seeds N` streams every task with N noise seeds (mean
 and spread). `--renderer-option KEY=VALUE` runs the model with a live session's settings (num_steps=2). LPIPS,
 CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`,
 `--i3d-weights`; training/reference_metrics.py), otherwise listed as not computed: nothing is ever downloaded.
@@ -66,6 +68,8 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--fit", nargs="+", metavar="RECORDING",
                    help="training recordings the per_pixel baseline is fitted on (default: the weights' own, "
                         "from train_settings.json); never a test recording")
+    p.add_argument("--conv-minutes", type=float, default=10.0,
+                   help="with --baselines: the conv baseline's fitting budget in minutes of wall time (10)")
     p.add_argument("--noise-seeds", type=int, default=1, help="stream each task with N noise seeds (default 1)")
     p.add_argument("--no-paraphrases", action="store_true", help="with --styles: skip the held-out paraphrases")
     p.add_argument("--paraphrase-frames", type=int, default=32, help="frames per paraphrase and recording (32)")
@@ -155,7 +159,9 @@ def run_eval(a) -> int:
             raise ArgumentError(f"must be at least 1, got {value}", flag)
     o = _options(a)
     o.renderer_options = _renderer_options(a.renderer_option)
-    o.baselines, o.fit, o.noise_seeds = a.baselines, a.fit, a.noise_seeds
+    if not a.conv_minutes > 0:
+        raise ArgumentError(f"must be a positive number of minutes, got {a.conv_minutes}", "--conv-minutes")
+    o.baselines, o.fit, o.noise_seeds, o.conv_minutes = a.baselines, a.fit, a.noise_seeds, a.conv_minutes
     o.paraphrases, o.paraphrase_frames = not a.no_paraphrases, a.paraphrase_frames
     o.eight_worlds, o.rollout_frames = not a.no_eight_worlds, a.rollout_frames
     o.lpips = load_perceptual(a.lpips_weights)
@@ -197,9 +203,18 @@ def markdown_table(result: dict) -> str:
     for name, m in result["baselines"].items():
         if "frames" in m:                                   # not the *_by_prompt tables
             row(f"baseline: {name}", m)
-    for name in ("per_pixel", "codec"):
+    for name in ("per_pixel", "codec", "conv"):
         for key, m in result["baselines"].get(f"{name}_by_prompt", {}).items():
             row(f"baseline: {name}, {key[:30]}", m)
+    for name, m in result.get("ablations", {}).items():
+        if "frames" in m:                                   # not the fit report
+            row(f"ablation: {name}", m)
+    gain = result.get("transformer_contribution")
+    if gain:
+        lines.append("")
+        per_task = ", ".join(f"{k[:30]} {v['psnr']} dB" for k, v in gain["by_prompt"].items())
+        lines.append(f"What the transformer adds (overall - no_transformer): {gain['psnr']} dB PSNR, "
+                     f"{gain['ssim']} SSIM; {per_task}")
     control = result.get("prompt_control")
     if control:
         lines.append("")
