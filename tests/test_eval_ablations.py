@@ -19,6 +19,7 @@ from renderer import create_renderer
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.refiner import GBufferRefiner
 from studio.cli import main
+from studio.commands.eval import markdown_table
 from training.ablations import region_rows, row_frames, streamed_frames, without_transformer
 from training.baselines import PerPixelMap
 from training.conv_baseline import RECEPTIVE_FIELD, ConvBaseline, ConvFrames, box_mean, receptive_field
@@ -158,6 +159,10 @@ def test_the_eval_json_holds_the_ablations_beside_the_baselines(evaluated):
     fit = ablations["no_transformer_fit"]
     assert fit["looks"] == STYLES and fit["settings"]["steps"] == TINY_REFINER["refiner_steps"]
     assert 32 <= result["conv_fit"]["receptive_field_px"] <= 35
+    table = markdown_table(result)                         # what `eval --markdown` writes
+    assert "| ablation: decoder_only | 24 |" in table and "| ablation: no_transformer | 24 |" in table
+    assert "| baseline: conv, polar | 12 |" in table and "_fit" not in table
+    assert f"(overall - no_transformer): {gain['psnr']} dB" in table
     assert not {"decoder_only", "no_transformer"} & set(result["not_computed"])
 
 

@@ -207,7 +207,7 @@ def markdown_table(result: dict) -> str:
         for key, m in result["baselines"].get(f"{name}_by_prompt", {}).items():
             row(f"baseline: {name}, {key[:30]}", m)
     for name, m in result.get("ablations", {}).items():
-        if "frames" in m:                                   # not the fit report
+        if "psnr" in m:                                     # not the fit report
             row(f"ablation: {name}", m)
     gain = result.get("transformer_contribution")
     if gain:
