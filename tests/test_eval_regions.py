@@ -62,7 +62,7 @@ def test_the_truths_warp_error_is_far_below_shuffled_frames(recordings):
 def test_eval_scores_regions_and_warp_error_for_each_row(recordings, random_weights, tmp_path):
     report = tmp_path / "eval.json"
     assert cli("eval", random_weights, recordings["held"], "--baselines", "--fit", recordings["train"],
-               "--frames", 8, "--json", report) == 0
+               "--frames", 8, "--conv-minutes", 0.05, "--json", report) == 0
     result = json.loads(report.read_text())
     regions, warp = result["regions"], result["warp_error"]
     assert 0 < regions["shadow_fraction"] < 0.5

@@ -354,7 +354,11 @@ class Evaluation:
                                   "per_seed": [{"seed": s, **{k: m.summary()[k] for k in SPREAD_KEYS}}
                                                for s, m in per_seed.items()]},
                   "baselines": self._baselines(base), "not_computed": dict(self.not_computed)}
-        result.update(context_blocks(self, result["not_computed"]))     # regions and warp_error
+        extra = None                     # the ablations' and the conv baseline's rows, scored on regions too
+        if self.ablations is not None:
+            from training.ablations import region_rows
+            extra = region_rows(self)
+        result.update(context_blocks(self, result["not_computed"], extra))     # regions and warp_error
         if self.fit_info is not None:
             result["per_pixel_fit"] = self.fit_info
         if self.ablations is not None:
