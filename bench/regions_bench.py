@@ -18,7 +18,8 @@ from renderer import create_renderer
 from studio.cli import main
 from training.eval_frames import open_held_out
 from training.eval_regions import RegionScore, recorded_truth, region_masks, warp_error, warps
-from training.eval_run import BLOCK, fit_per_pixel
+from training.eval_run import fit_per_pixel
+from training.eval_tasks import BLOCK
 from training.style_targets import ORIGINAL
 
 

@@ -23,7 +23,8 @@ from prompt_presets.resolve import conditioning_for  # noqa: E402
 from renderer import create_renderer  # noqa: E402
 from training.bookkeeping import draw_loss_curve  # noqa: E402
 from training.eval_frames import open_held_out  # noqa: E402
-from training.eval_run import fit_per_pixel, training_recordings  # noqa: E402
+from training.eval_run import fit_per_pixel  # noqa: E402
+from training.eval_tasks import training_recordings  # noqa: E402
 from training.style_targets import gbuffer_frames, style_frames  # noqa: E402
 
 IMG = Path(__file__).parent / "img"

@@ -24,7 +24,8 @@ from training.ablations import region_rows, row_frames, streamed_frames, without
 from training.baselines import PerPixelMap
 from training.conv_baseline import RECEPTIVE_FIELD, ConvBaseline, ConvFrames, box_mean, receptive_field
 from training.data import load_recording
-from training.eval_run import EvalOptions, Evaluation, tasks_for
+from training.eval_run import EvalOptions, Evaluation
+from training.eval_tasks import tasks_for
 from training.metrics import psnr
 from training.refiner_fit import Look, RefinerSettings, fit_refiner
 from training.style_targets import style_frames

@@ -119,7 +119,7 @@ def worker_alive(session) -> bool:
 @given(message=messages)
 def test_a_live_session_survives_any_message(live_session, message):
     session, channel = live_session
-    session.handlers.handle(message)  # on the loop in production; thread-safe by design (commands are queued)
+    session.control.receive(message)  # on the loop in production; thread-safe by design (commands are queued)
     drain_frames(session)
     assert worker_alive(session), "the session's worker died"
 
@@ -131,7 +131,7 @@ def test_the_session_answered_acks_and_one_line_errors_never_internal_ones(live_
                     {"type": "schedule", "text": "0: polar, 10: volcano"}, {"type": "schedule", "text": "[" * 3000},
                     {"type": "switch", "frame": 5, "prompts": [{"preset": "polar", "weight": 0}]},
                     {"type": "key", "key": "left", "down": True}, {"type": "play"}]:
-        session.handlers.handle(json.dumps(message))
+        session.control.receive(json.dumps(message))
     deadline = time.monotonic() + 20
     while not any(m.get("request") == "play" for m in channel.sent[mark:]) and time.monotonic() < deadline:
         drain_frames(session)

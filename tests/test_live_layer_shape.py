@@ -1,6 +1,11 @@
-"""Issue 25's done-when, checked on the source so a later change that undoes them fails here: studio/server has no
-file over 320 lines, `LiveSession`'s own body fits on two screens, and one function reads aiortc's privates. (No
-bench edits `sys.path`: tests/test_bench_harness.py; renderer/ has no import cycle: tests/test_layering.py.)"""
+"""The live layer's shape, checked on the source so that a change that undoes it fails here (issue 43: structure,
+who calls whom, not line counts):
+- one way in: every front door hands a live session its commands through `SessionControl` (studio/server/
+  control.py), which is the only code that queues work for the session's worker;
+- nothing outside the session reaches into its parts (timeline, rollout's writers, worker, takes, outbox);
+- no class in studio/server holds more than 15 attributes, and the worker at most 12;
+- one function reads aiortc's privates.
+(No bench edits `sys.path`: tests/test_bench_harness.py; import cycles: tests/test_layering.py.)"""
 
 from __future__ import annotations
 
@@ -10,21 +15,84 @@ from pathlib import Path
 import aiortc
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_SERVER_FILE = 320            # lines
-SCREEN = 70                      # lines of code on one screen (a 1080p editor at the project's 120 columns)
+SERVER = ROOT / "studio" / "server"
 SERVING = ("webrtc", "studio", "gbuffer", "renderer", "prompt_presets", "cluster")
+MAX_ATTRIBUTES, MAX_WORKER_ATTRIBUTES = 15, 12
+# the front doors, and the one call each makes into a session
+FRONT_DOORS = {"session.py": "receive",          # the owner's data channel (through the control's receive)
+               "osc.py": "submit", "grpc_service.py": "ask", "engine_channel.py": "ask", "routes.py": "ask"}
+# the session's own modules: they hold its parts
+INSIDE = {"session.py", "control.py", "commands.py", "worker.py", "handover.py", "chunk_stage.py"}
+PARTS = {"timeline", "worker", "handover", "commands", "playback"}
 
 
-def test_no_studio_server_file_is_over_320_lines():
-    long = {p.name: n for p in (ROOT / "studio" / "server").glob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_SERVER_FILE}
-    assert not long, long
+def server_modules():
+    return sorted(SERVER.glob("*.py"))
 
 
-def test_the_live_sessions_own_body_fits_on_two_screens():
-    tree = ast.parse((ROOT / "studio" / "server" / "session.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LiveSession")
-    assert cls.end_lineno - cls.lineno + 1 <= 2 * SCREEN
+def calls(path: Path) -> list[tuple[str, str]]:
+    """(receiver's last name, method) for every `a.b.method(...)` call in `path`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+            found.append((name, node.func.attr))
+    return found
+
+
+def test_only_the_control_queues_work_for_a_sessions_worker():
+    queuing = {p.name for p in server_modules() if ("worker", "submit") in calls(p)}
+    assert queuing == {"control.py"}, queuing
+
+
+def uses(path: Path) -> set[tuple[str, str]]:
+    """(receiver's last name, attribute) for every `a.b.attr` read in `path`, called or handed on."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            receiver = node.value
+            found.add((receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", ""),
+                       node.attr))
+    return found
+
+
+def test_every_front_door_enters_through_the_sessions_control():
+    for name, method in FRONT_DOORS.items():
+        assert ("control", method) in uses(SERVER / name), f"{name} does not use control.{method}"
+
+
+def test_nothing_outside_the_session_reaches_into_its_parts():
+    reaching = {}
+    for path in server_modules():
+        if path.name in INSIDE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr in PARTS
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+                reaching.setdefault(path.name, set()).add(node.attr)
+    assert not reaching, reaching
+
+
+def attributes(cls: ast.ClassDef) -> set[str]:
+    """The names a class's methods assign on `self`: the state it keeps (a settings record's declared fields are
+    configuration, not state, and do not count)."""
+    names = set()
+    for node in ast.walk(cls):
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            names.add(node.attr)
+    return names
+
+
+def test_no_server_class_holds_more_than_15_attributes_and_the_worker_12():
+    sizes = {}
+    for path in server_modules():
+        for cls in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)):
+            sizes[f"{path.name}:{cls.name}"] = len(attributes(cls))
+    assert sizes["worker.py:SessionWorker"] <= MAX_WORKER_ATTRIBUTES, sizes["worker.py:SessionWorker"]
+    crowded = {name: n for name, n in sizes.items() if n > MAX_ATTRIBUTES}
+    assert not crowded, crowded
 
 
 def aiortc_private_names() -> set[str]:

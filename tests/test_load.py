@@ -130,15 +130,15 @@ def test_a_heavy_schedule_message_does_not_stall_other_sessions(studio, monkeypa
     """Schedules sent over the data channel are parsed by the session's worker, not on the event loop that
     carries every session's video and signalling. The parse is held open until the test lets it go, so the
     check does not depend on how fast this machine parses: were it on the loop, nothing else would answer."""
-    import studio.server.handlers as handlers
-    parse, entered, release, where = handlers.schedule_from_value, threading.Event(), threading.Event(), []
+    import studio.server.commands as commands
+    parse, entered, release, where = commands.schedule_from_value, threading.Event(), threading.Event(), []
 
     def held_parse(*args, **kwargs):
         where.append(threading.current_thread())
         entered.set()
         release.wait(30)
         return parse(*args, **kwargs)
-    monkeypatch.setattr(handlers, "schedule_from_value", held_parse)
+    monkeypatch.setattr(commands, "schedule_from_value", held_parse)
 
     async def scenario():
         async with StudioViewer(studio.url, **TINY) as bystander, StudioViewer(studio.url, **TINY) as heavy:

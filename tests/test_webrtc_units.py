@@ -203,14 +203,14 @@ def test_a_frame_waits_in_the_hand_over_until_its_slot_so_the_next_render_starts
     asyncio.run(run())
 
 
-def test_every_client_message_type_has_exactly_one_handler():
-    from studio.server.handlers import HANDLERS, handles
+def test_every_client_message_type_has_exactly_one_command():
+    from studio.server.commands import COMMANDS, command
 
-    assert sorted(HANDLERS) == sorted(dc.MESSAGE_TYPES)
+    assert sorted(COMMANDS) == sorted(dc.MESSAGE_TYPES)
     assert len(dc.MESSAGE_TYPES) == len(set(dc.MESSAGE_TYPES)) == len(dc.CLIENT_MODELS)
-    with pytest.raises(TypeError, match="two handlers for 'ping' messages"):
-        handles("ping")(lambda h, msg: None)     # a second handler is refused where it is declared
-    assert HANDLERS["ping"].__name__ == "ping"
+    with pytest.raises(TypeError, match="two commands for 'ping' messages"):
+        command("ping")(lambda parts, msg: None)     # a second command is refused where it is declared
+    assert COMMANDS["ping"].__name__ == "ping"
 
 
 def test_server_messages_keep_their_wire_shape():

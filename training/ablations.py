@@ -28,7 +28,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -42,12 +42,24 @@ from training.metrics import StreamMetrics
 from training.refiner_fit import Look, RefinerSettings, fit_refiner
 from training.style_targets import ORIGINAL, style_frames
 
-if TYPE_CHECKING:
-    from training.eval_frames import HeldOutRecording
-    from training.eval_run import Evaluation, Task
+from training.eval_frames import HeldOutRecording
+from training.eval_tasks import BLOCK, EvalOptions, Task
 
-RowFrames = Callable[["Evaluation", "HeldOutRecording", "Task", int], Iterator[tuple[int, np.ndarray]]]
-BLOCK = 16
+
+class Evaluation(Protocol):
+    """What the ablations read of the evaluation that builds them (training/eval_run.py's `Evaluation`); named
+    here so that this module does not import the evaluation that imports it."""
+
+    o: EvalOptions
+    renderer: Any
+    reference: Any
+    maps: dict
+    seeds: list[int]
+    tests: list[HeldOutRecording]
+    ablations: "Ablations | None"
+
+
+RowFrames = Callable[[Evaluation, HeldOutRecording, Task, int], Iterator[tuple[int, np.ndarray]]]
 
 
 # ---- the models without a part ----------------------------------------------------------------------------
@@ -90,7 +102,7 @@ def refiner_settings(weights: str) -> RefinerSettings:
                            seed=s["seed"] if isinstance(s.get("seed"), int) else d.seed)
 
 
-def task_looks(tasks: list["Task"], recordings: list, reference) -> list[Look]:
+def task_looks(tasks: list[Task], recordings: list, reference) -> list[Look]:
     """One look per distinct task prompt, fitted on every recording against that task's target."""
     chosen: dict[str, str] = {}
     for t in tasks:
@@ -119,7 +131,7 @@ class OnePrompt:
 
 def streamed_frames(renderer, test, task, seed: int) -> Iterator[tuple[int, np.ndarray]]:
     """`renderer` streamed over `test` with the task's prompt, as eval streams the model (the same rollout)."""
-    from training.eval_run import render_stream
+    from training.eval_tasks import render_stream
 
     for r in render_stream(renderer, test.source(), OnePrompt(conditioning_for(task.prompt)), seed):
         yield r.index, r.rgb
@@ -140,7 +152,7 @@ ROWS: dict[str, RowFrames] = {
 }
 
 
-def row_frames(ev: "Evaluation") -> dict[str, RowFrames]:
+def row_frames(ev: Evaluation) -> dict[str, RowFrames]:
     """The rows `ev` can render: the model always; the others once fitted (eval --baselines)."""
     ab = getattr(ev, "ablations", None)
     have = {"model": True, "per_pixel": bool(ev.maps), "decoder_only": ab is not None and ab.decoder_only is not None,
@@ -149,7 +161,7 @@ def row_frames(ev: "Evaluation") -> dict[str, RowFrames]:
     return {name: fn for name, fn in ROWS.items() if have[name]}
 
 
-def region_rows(ev: "Evaluation") -> dict[str, Callable[["HeldOutRecording", "Task"], np.ndarray]]:
+def region_rows(ev: Evaluation) -> dict[str, Callable[[HeldOutRecording, Task], np.ndarray]]:
     """decoder_only, no_transformer and conv as eval_regions.context_blocks' `extra` rows: fn(test, task) → uint8
     (N, H, W, 3), the first noise seed (as its model row)."""
     def stacked(row: RowFrames) -> Callable:
@@ -169,8 +181,8 @@ class Ablations:
     """Built by Evaluation with --baselines, after the per-pixel fit (which has refused any fit recording that is,
     or shares a frame with, a test recording); `score` per test recording, `report` into the result."""
 
-    def __init__(self, ev: "Evaluation"):
-        from training.eval_run import tasks_for, training_recordings
+    def __init__(self, ev: Evaluation):
+        from training.eval_tasks import tasks_for, training_recordings
 
         self.ev, o = ev, ev.o
         self.not_computed: dict[str, str] = {}
@@ -215,7 +227,7 @@ class Ablations:
                 self.control.update(task.key, frame, {s: targets[s][i] for s in self.ev.o.styles})
         return m
 
-    def score(self, test, tasks: list["Task"], targets: dict[str, np.ndarray]) -> None:
+    def score(self, test, tasks: list[Task], targets: dict[str, np.ndarray]) -> None:
         """Every row on `test`'s tasks, against the same targets as the model."""
         add = lambda row, key, m: self.metrics[row].__setitem__(  # noqa: E731
             key, self.metrics[row].get(key, StreamMetrics()).merged(m))

@@ -167,7 +167,7 @@ def rows(evaluation) -> dict[str, RowFrames]:
     """The rows eval has the parts for: the model, and the per-pixel and codec baselines when fitted."""
     from timeline.schedule import Schedule
     from training.baselines import codec_reconstruction
-    from training.eval_run import BLOCK, render_stream
+    from training.eval_tasks import BLOCK, render_stream
 
     def model(test, task) -> np.ndarray:
         out = np.empty((len(test), *test.recording.gbuffer.shape[-2:], 3), np.uint8)
@@ -194,7 +194,7 @@ def rows(evaluation) -> dict[str, RowFrames]:
 def context_blocks(evaluation, not_computed: dict, extra: dict[str, RowFrames] | None = None) -> dict:
     """{"regions": ..., "warp_error": ...} for an Evaluation (training/eval_run.py); what cannot be computed is
     named in `not_computed` (and its block is None)."""
-    from training.eval_run import tasks_for
+    from training.eval_tasks import tasks_for
 
     scored = {**rows(evaluation), **(extra or {})}
     regions = {name: {row: RegionScore() for row in scored} for name in ("shadow", "lit")}

@@ -11,17 +11,13 @@ batch) the rendered frames are kept in memory, also rendered once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from prompt_presets.phrasings import phrasings
 from prompt_presets.presets import find_preset, preset_names
 from training.errors import TrainingError
-from training.style_targets import ORIGINAL, style_frames
+from training.style_targets import ORIGINAL, PairedFrames, style_frames
 
-if TYPE_CHECKING:
-    from training.data import Recording
 
 ALL = "all"
 
@@ -57,7 +53,7 @@ class StyleTargets:
     def phrasings(self, name: str) -> tuple[str, ...]:
         return phrasings(name)
 
-    def frames(self, k: int, recording: "Recording", style: str) -> torch.Tensor:
+    def frames(self, k: int, recording: PairedFrames, style: str) -> torch.Tensor:
         """uint8 (N, 3, H, W): recording k in `style`, at the recording's (training) size."""
         if style == ORIGINAL:
             return recording.rgb

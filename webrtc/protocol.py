@@ -283,11 +283,23 @@ class Status(_ServerMessage):
     take: dict[str, Any] | None = None      # the take being recorded: frames, seconds
 
 
-class Ack(_ServerMessage):
-    """A client message applied: `request` is its type, `frame` where it took effect, and its details."""
+class TakeStatus(BaseModel):
+    """A take's status after a start or stop: the `take` ack's details, and what the REST take route answers
+    (fields past `recording` once a take exists)."""
 
-    OMITTED_WHEN_NONE = frozenset({"frame", "transition", "label", "whole_loop", "on", "action", "recording",
-                                   "take_id", "frames", "seconds", "path"})
+    action: Literal["start", "stop"] | None = None
+    recording: bool | None = None
+    take_id: str | None = None
+    frames: int | None = Field(None, description="frames recorded so far")
+    seconds: float | None = Field(None, description="wall-clock seconds since the take started")
+    path: str | None = Field(None, description="the take's folder, relative to the studio's data (takes/ID)")
+
+
+class Ack(_ServerMessage, TakeStatus):
+    """A client message applied: `request` is its type, `frame` where it took effect, and its details (a take's:
+    its `TakeStatus`)."""
+
+    OMITTED_WHEN_NONE = frozenset({"frame", "transition", "label", "whole_loop", "on", *TakeStatus.model_fields})
     type: Literal["ack"] = "ack"
     request: str
     frame: int | None = None
@@ -295,12 +307,6 @@ class Ack(_ServerMessage):
     label: str | None = None
     whole_loop: bool | None = None     # a live switch that took the whole loop
     on: bool | None = None
-    action: str | None = None          # take: start / stop, with the take's status below
-    recording: bool | None = None
-    take_id: str | None = None
-    frames: int | None = None
-    seconds: float | None = None
-    path: str | None = None
 
 
 class Preparing(_ServerMessage):

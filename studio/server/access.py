@@ -138,6 +138,12 @@ class Visitors:
     def is_admin(self, presented: str | None) -> bool:
         return self.admin is not None and same_key(presented, self.admin.key)
 
+    def may_act(self, presented: str | None, owner_key: str | None) -> bool:
+        """Who may act on a live session, at every front door that takes a key (REST, gRPC): its owner (the key
+        from its offer, `owner_key`; None when the session does not exist) or the admin. A watch key only
+        watches (deps.watched_session); OSC steers the presenter's session (studio/server/osc.py)."""
+        return same_key(presented, owner_key) or self.is_admin(presented)
+
     def visitor_for(self, presented: str | None) -> Visitor:
         """The visitor an offer would start a session for: the one whose key it presents, else a new one that the
         studio does not know yet. `enroll` makes it known once its session has started, so failing offers leave

@@ -77,8 +77,7 @@ def live_session(session_id: str, manager: ManagerDep, visitors: VisitorsDep, ke
     """The session a route's `{session_id}` names, for its owner (the key from its offer) or the admin; 401 for
     anyone else, before anything says whether the session exists; then 404 when it has just ended."""
     session = manager.sessions.get(session_id)
-    owner = access.same_key(key, session.owner_key if session is not None else None)
-    if not (owner or visitors.is_admin(key)):
+    if not visitors.may_act(key, session.owner_key if session is not None else None):
         raise _refuse()
     return _present(session, session_id)
 

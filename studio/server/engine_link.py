@@ -7,7 +7,7 @@ key; what differs is that it has no peer:
 - its worker hands each frame to a `FrameSlot` as it is rendered (latest frame wins), so an engine that stops
   reading stalls nothing, and one that reads slowly hears how many frames it missed;
 - its video track is played here, to nobody but its watchers (what a peer's sender would do);
-- its data channel is an `EngineChannel`: the engine's control messages go to the session's channel handlers,
+- its data channel is an `EngineChannel`: the engine's control messages go to the session's control (control.py),
   and their answers come back as dicts.
 """
 

@@ -25,7 +25,6 @@ from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc import engine_feed_pb2_grpc as rpc
 from gbuffer.feed.grpc.messages import parse_open
 from gbuffer.feed.protocol import FeedError, max_message_bytes
-from timeline.schedule import schedule_from_value
 from studio.server import access
 from studio.server.access import Visitors
 from studio.server.grpc_stream import EngineStream, Outgoing, StreamFailed, first_open, open_link, welcome
@@ -33,6 +32,7 @@ from studio.server.session import LiveSession
 from studio.server.sessions import SessionManager
 from studio.server.settings import Settings
 from studio.server.tasks import TaskSet
+from webrtc import protocol as dc
 
 log = logging.getLogger("alaya.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["EngineFeed"].full_name     # alaya.engine.v1.EngineFeed
@@ -91,10 +91,8 @@ class EngineFeedService(rpc.EngineFeedServicer):
     async def _owned_session(self, session_id: str, context: grpc.aio.ServicerContext) -> LiveSession:
         """The session for its owner's key or the admin token (UNAUTHENTICATED for anyone else, before anything
         says whether it exists, as the REST routes do), then NOT_FOUND if it has ended."""
-        key = bearer(context)
         session = self.manager.sessions.get(session_id)
-        owner = access.same_key(key, session.owner_key if session is not None else None)
-        if not (owner or self.visitors.is_admin(key)):
+        if not self.visitors.may_act(bearer(context), session.owner_key if session is not None else None):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, access.REFUSED)
         if session is None or session.state == "closed":
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no live session {session_id!r} (it may have ended)")
@@ -102,30 +100,23 @@ class EngineFeedService(rpc.EngineFeedServicer):
 
     async def GetSchedule(self, request: pb.ScheduleRequest, context) -> pb.ScheduleReply:
         session = await self._owned_session(request.session_id, context)
-        return pb.ScheduleReply(json=json.dumps(session.rollout.schedule.to_json()),
-                                frame=session.rollout.frame_index)
+        return pb.ScheduleReply(json=json.dumps(session.schedule.to_json()), frame=session.frame_index)
 
     async def SetSchedule(self, request: pb.SetScheduleRequest, context) -> pb.ScheduleReply:
-        """The data channel's `schedule` message, answered here: parsed off the event loop (a long Parseq
-        export takes seconds), applied by the session's worker between chunks."""
+        """The data channel's `schedule` message, through the session's control: parsed and applied by the
+        session's worker between chunks (a long Parseq export takes seconds, never on the event loop)."""
         session = await self._owned_session(request.session_id, context)
         try:
-            schedule = await asyncio.to_thread(schedule_from_value, request.schedule, "schedule")
+            answer = await session.control.ask(dc.build(dc.SetSchedule, text=request.schedule,
+                                                        from_now=request.from_now), SCHEDULE_TIMEOUT_S)
         except UserError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        loop = asyncio.get_running_loop()
-        applied: asyncio.Future[int] = loop.create_future()
-
-        def command() -> None:
-            frame = session.rollout.frame_index
-            session.timeline.replace(schedule, now=frame if request.from_now else None)
-            loop.call_soon_threadsafe(applied.set_result, frame)
-        session.worker.submit(command)
-        try:
-            frame = await asyncio.wait_for(applied, SCHEDULE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        if isinstance(answer, dc.Error):      # the line a UserError says: "where: what is wrong"
+            line = f"{answer.where}: {answer.message}" if answer.where else answer.message
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, line)
+        if not isinstance(answer, dc.Ack):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the session did not apply the schedule in time")
-        return pb.ScheduleReply(json=json.dumps(session.rollout.schedule.to_json()), frame=frame)
+        return pb.ScheduleReply(json=json.dumps(session.schedule.to_json()), frame=answer.frame)
 
 
 # ---- the server --------------------------------------------------------------------------------------------

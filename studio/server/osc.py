@@ -88,7 +88,7 @@ class OscControl(asyncio.DatagramProtocol):
             kinds, build = self.commands[command]
             message = build(session.id, _args(args, *kinds, address=address))
             if message is not None:
-                session.handlers.apply(message)
+                session.control.submit(message)
         except OscRejected as exc:
             self._reject(exc)
         except UserError as exc:   # the session refused it: unknown preset, seek on a live source, ...

@@ -11,7 +11,7 @@ from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from prompt_presets import preset_names
 from prompt_presets.matching import matching_ready
@@ -24,6 +24,7 @@ from studio.server.metrics import CONTENT_TYPE
 from studio.server.models import (ErrorBody, Health, OfferAnswer, OfferRequest, OscTarget, SessionInfo,
                                   TakeRequest)
 from studio.server.session import LiveSession
+from webrtc import protocol as dc
 
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 NOT_FOUND = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}}   # 401 first: ids cannot be probed
@@ -46,17 +47,6 @@ class BrowserIceConfiguration(BaseModel):
 
     iceServers: list[IceServer]
     iceTransportPolicy: Literal["all", "relay"]
-
-
-class TakeStatus(BaseModel):
-    """A take's status after a start or stop (fields past `recording` once a take exists)."""
-
-    action: Literal["start", "stop"]
-    recording: bool
-    take_id: str | None = None
-    frames: int | None = Field(None, description="frames recorded so far")
-    seconds: float | None = Field(None, description="wall-clock seconds since the take started")
-    path: str | None = Field(None, description="the take's folder, relative to the studio's data (takes/ID)")
 
 
 @webrtc_api.post("/offer", response_model=OfferAnswer, responses=ERRORS)
@@ -92,7 +82,7 @@ async def health(manager: ManagerDep, settings: SettingsDep, feeds: FeedsDep, vi
     admin = visitors.is_admin(key)
     workers = None
     if manager.pool is not None:         # each worker with the live sessions it hosts (by the ids the API uses)
-        hosted = [(s.id, s.rollout.session.host) for s in live_sessions(manager)] if admin else []
+        hosted = [(s.id, s.host) for s in live_sessions(manager)] if admin else []
         workers = [{**w, **({"session_ids": [sid for sid, host in hosted if host == w["name"]]} if admin else {})}
                    for w in manager.pool.describe()]
     return Health(ready=manager.planner.warmed.is_set(),
@@ -122,7 +112,7 @@ async def presets() -> list[str]:
 
 def _info(s: LiveSession) -> SessionInfo:
     return SessionInfo(session_id=s.id, source=s.source_name, renderer=s.renderer_name, width=s.width,
-                       height=s.height, fps=s.fps, frame=s.rollout.frame_index, frames_sent=s.track.frames_sent,
+                       height=s.height, fps=s.fps, frame=s.frame_index, frames_sent=s.track.frames_sent,
                        measured_fps=round(s.track.meter.fps, 2), state=s.state, codec=s.codec,
                        bitrate=getattr(s.encoder, "target_bitrate", None))
 
@@ -143,15 +133,17 @@ async def get_session(session: SessionDep) -> SessionInfo:
               responses=NOT_FOUND)
 async def get_schedule(session: SessionDep) -> dict:
     """The session's schedule, live prompt switches included: save it to replay the session offline."""
-    return session.rollout.schedule.to_json()
+    return session.schedule.to_json()
 
 
-@sessions_api.post("/{session_id}/take", response_model=TakeStatus, response_model_exclude_none=True,
+@sessions_api.post("/{session_id}/take", response_model=dc.TakeStatus, response_model_exclude_none=True,
                responses={**ERRORS, **NOT_FOUND})
-async def take(body: TakeRequest, session: SessionDep) -> dict:
+async def take(body: TakeRequest, session: SessionDep) -> dc.TakeStatus:
     """Start or stop recording a take of the session (docs/presenting.md); answers the take's status."""
-    message = session.takes.start() if body.action == "start" else session.takes.stop()
-    return {k: v for k, v in message.items() if k not in ("type", "request")}
+    answer = await session.control.ask(dc.build(dc.Take, action=body.action), tell_owner=True)
+    if answer is None:              # a take is answered on the event loop: only a session ending meanwhile
+        raise HTTPException(404, f"no live session {session.id!r} (it may have ended)")
+    return dc.TakeStatus.model_validate(answer.model_dump(include=set(dc.TakeStatus.model_fields)))
 
 
 @sessions_api.delete("/{session_id}", status_code=204, response_class=Response, responses=NOT_FOUND)

@@ -1,8 +1,8 @@
 """One live session: a peer connection's rollout and the parts that run it.
 
+- the control (studio/server/control.py): the one way in, for every front door: typed commands in, answers out;
 - the worker (studio/server/worker.py): renders in a thread of its own and hands frames to the video track;
 - the live timeline (timeline/schedule/live.py): the schedule it plays, and the switches made while it plays;
-- the channel handlers (studio/server/handlers.py): one per data-channel message type;
 - the take control (studio/server/take_control.py), the reports (per-frame status, stats) and the audience.
 The session is given what it needs in its constructor and owns these parts; nothing sets its attributes.
 """
@@ -16,11 +16,14 @@ from typing import Callable
 from gbuffer.source import LiveSource, Source
 from renderer.base import RenderSession, RendererError
 from timeline.rollout import RenderedFrame, Rollout
+from timeline.schedule import Schedule
 from timeline.schedule.live import LiveTimeline
 from studio.server.audience import Audience
-from studio.server.handlers import ChannelHandlers
+from studio.server.commands import SessionParts
+from studio.server.control import SessionControl
+from studio.server.engine_channel import EngineChannel
 from studio.server.metrics import SessionObserver
-from studio.server.outbox import Outbox
+from studio.server.outbox import Outbox, to_data_channel
 from studio.server.planner import SessionPlan
 from studio.server.reports import SessionReports
 from studio.server.take_control import TakeControl
@@ -41,27 +44,28 @@ class LiveSession:
                  takes: TakeStore | None = None, max_watchers: int = 10,
                  on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None,
                  sink: FrameSink | None = None, presenter: bool = False):
-        self.id, self.plan, self.pc, self.loop = session_id, plan, peer, loop
+        self.id, self.plan, self.pc = session_id, plan, peer
         self.owner_key = owner_key       # issue 26: what its REST routes need (studio/server/access.py)
         self.presenter = presenter       # started with the admin token: OSC steers it (studio/server/osc.py)
         self.client: str | None = None   # the offering address (its offers still connecting are limited)
-        self.source_name, self.renderer_name, self.fps = plan.source, plan.renderer, plan.fps
-        self.width, self.height = render_session.width, render_session.height
         self.codec: str | None = None    # negotiated with the owner's peer
         self._on_ended = on_ended        # on the event loop: the session should end (its peer or source went)
-        self.timeline = LiveTimeline(plan.schedule)
-        self.rollout = Rollout(source, self.timeline, render_session)
-        self.buffer = FrameBuffer(render_session.chunk_size, loop, 1.0 / plan.fps)
-        self.track = SessionVideoTrack(self.buffer, plan.fps, on_sent=self._on_sent)
+        timeline = LiveTimeline(plan.schedule)
+        self.rollout = Rollout(source, timeline, render_session)
+        buffer = FrameBuffer(render_session.chunk_size, loop, 1.0 / plan.fps)
+        self.track = SessionVideoTrack(buffer, plan.fps, on_sent=self._on_sent)
         self.outbox = Outbox(loop)
         self.reports = SessionReports(self.track, plan.fps, observer, offered_at)
-        self.takes = TakeControl(takes, self.outbox, source=plan.source, renderer=plan.renderer, width=self.width,
-                                 height=self.height, fps=plan.fps, seed=render_session.seed)
-        self.worker = SessionWorker(f"session-{session_id}", self.rollout, self.timeline, self.buffer, self.outbox,
-                                    self.takes, stamp=stamp, loop_playback=loop_playback, observer=observer,
-                                    on_ended=lambda: self.outbox.later(lambda: self._gone("its source ended or failed")),
+        width, height = render_session.width, render_session.height
+        take_control = TakeControl(takes, self.outbox, source=plan.source, renderer=plan.renderer, width=width,
+                                   height=height, fps=plan.fps, seed=render_session.seed)
+        self.worker = SessionWorker(f"session-{session_id}", self.rollout, timeline, buffer, self.outbox,
+                                    take_control, stamp=stamp, loop_playback=loop_playback, observer=observer,
+                                    on_ended=lambda: self.outbox.later(
+                                        lambda: self._gone("its source ended or failed")),
                                     sink=sink)   # an engine's own session: its frames go back to it as rendered
-        self.handlers = ChannelHandlers(self)
+        self.control = SessionControl(SessionParts(self.rollout, timeline, self.worker, take_control,
+                                                   plan.source, width, height, self.stats), self.outbox)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
         # RenderSession.on_lost: only a render worker's session (cluster/) calls it, when its worker died
         render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))
@@ -69,9 +73,48 @@ class LiveSession:
             peer.on("datachannel", self._on_datachannel)
             peer.on("connectionstatechange", self._on_connection_state)
 
+    # ---- what it is (read anywhere; its parts stay its own) ----------------------------------------------
+
     @property
     def state(self) -> str:
         return self.worker.state
+
+    @property
+    def source_name(self) -> str:
+        return self.plan.source
+
+    @property
+    def renderer_name(self) -> str:
+        return self.plan.renderer
+
+    @property
+    def fps(self) -> float:
+        return self.plan.fps
+
+    @property
+    def width(self) -> int:
+        return self.rollout.session.width
+
+    @property
+    def height(self) -> int:
+        return self.rollout.session.height
+
+    @property
+    def host(self) -> str | None:
+        """The render worker's host, under --cluster (None in-process)."""
+        return self.rollout.session.host
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self.outbox.loop
+
+    @property
+    def buffer(self) -> FrameBuffer:
+        return self.worker.buffer
+
+    @property
+    def takes(self) -> TakeControl:
+        return self.worker.handover.takes
 
     @property
     def encoder(self):
@@ -80,6 +123,15 @@ class LiveSession:
     @property
     def latest_frame(self) -> RenderedFrame | None:
         return self.worker.latest_frame
+
+    @property
+    def schedule(self) -> Schedule:
+        """What it plays now, live switches included (replaced whole by the worker: safe to read anywhere)."""
+        return self.control.parts.timeline.schedule
+
+    @property
+    def frame_index(self) -> int:
+        return self.rollout.frame_index
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -144,11 +196,18 @@ class LiveSession:
         channel.on("close", lambda: self._gone("data channel closed"))
 
     def attach_channel(self, channel) -> None:
-        self.outbox.channel = channel
-        channel.on("message", self.handlers.handle)
+        """The owner's WebRTC data channel: its messages go to the control, the session's messages to it."""
+        self.outbox.listener = to_data_channel(channel)
+        channel.on("message", self.control.receive)
         channel.on("open", lambda: self.outbox.send(self.hello()))
         if channel.readyState == "open":
             self.outbox.send(self.hello())
+
+    def attach_engine(self, channel: EngineChannel) -> None:
+        """An engine's link in place of a data channel (studio/server/engine_link.py)."""
+        self.outbox.listener = channel.deliver
+        channel.control = self.control
+        self.outbox.send(self.hello())
 
     def _on_sent(self, item: OutgoingFrame, sent_at: float) -> None:
         status = self.reports.frame_sent(item, sent_at, state=self.state, queued=self.buffer.queued,

@@ -186,7 +186,7 @@ class SessionManager:
                               takes=owner.takes if owner else self.settings.takes, sink=sink,
                               presenter=owner.presenter if owner else False)
         if channel is not None:
-            session.attach_channel(channel)
+            session.attach_engine(channel)
         # the worker starts now, so the first frame (an engine's GL start-up, a model's first chunk) renders
         # while the peers negotiate, not after: time to first frame
         session.start()

@@ -17,8 +17,8 @@ class TakeControl:
         self.facts = facts              # source, renderer, width, height, fps, seed: written into the take
         self.recorder: TakeRecorder | None = None    # the take being recorded (or last recorded), if any
 
-    def start(self) -> dict:
-        """→ the ack as sent (the REST route answers it too)."""
+    def start(self) -> dc.Ack:
+        """→ the ack (the session's control sends it to whoever asked)."""
         if self.recorder is not None and not self.recorder.stopping:
             raise TakeError(f"take {self.recorder.info.id} is already recording", "take")
         if self.store is None:
@@ -26,7 +26,7 @@ class TakeControl:
         self.recorder = self.store.start(self._stopped, **self.facts)
         return self._ack("start")
 
-    def stop(self) -> dict:
+    def stop(self) -> dc.Ack:
         if self.recorder is None or self.recorder.stopping:
             raise TakeError("no take is recording", "take")
         self.recorder.stop()
@@ -43,17 +43,16 @@ class TakeControl:
             self.recorder.stop("the session ended")
             await loop.run_in_executor(None, self.recorder.join, 30)
 
-    def _ack(self, action: str) -> dict:
-        message = dc.Ack(request="take", action=action, **self._status())
-        self.outbox.send(message)
-        return message.wire()
+    def _ack(self, action: str) -> dc.Ack:
+        return dc.Ack(request="take", **self.status(action).model_dump())
 
-    def _status(self) -> dict:
+    def status(self, action: str | None = None) -> dc.TakeStatus:
         take = self.recorder
         if take is None:
-            return {"recording": False}
+            return dc.TakeStatus(action=action, recording=False)
         info = take.info
-        return {"recording": not take.stopping, "take_id": info.id, **info.progress(), "path": info.shown_path}
+        return dc.TakeStatus(action=action, recording=not take.stopping, take_id=info.id, **info.progress(),
+                             path=info.shown_path)
 
     def _stopped(self, info) -> None:
         """From the take's writer thread, once its files are closed."""

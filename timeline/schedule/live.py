@@ -9,16 +9,23 @@ A rollout asks it `conditioning_at(frame)` like any schedule (`timeline.rollout.
   screen (`begun_at`).
 - `advance`: the playhead reached `frame`; on a loop's wrap the next pass's schedule takes over.
 
-Not thread-safe: a session's worker is its one writer (edits apply between chunks). Readers on other threads
-read `schedule`, which is replaced whole.
+Not thread-safe: a session's worker is its one writer (edits apply between chunks). Once it calls
+`bind_writer`, a write from any other thread raises `CrossThreadWrite` instead of racing the render. Readers on
+other threads read `schedule`, which is replaced whole.
 """
 
 from __future__ import annotations
+
+import threading
 
 from prompt_presets import Conditioning
 from timeline.schedule.model import Schedule
 
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
+
+
+class CrossThreadWrite(RuntimeError):
+    """A thread other than the timeline's writer tried to change it (a bug, never a visitor's doing)."""
 
 
 class LiveTimeline:
@@ -28,6 +35,17 @@ class LiveTimeline:
         self.source_loop = source_loop
         self._passes: list[Schedule] = []   # what the passes to come play, after a switch on a loop
         self._position = 0                  # where the playhead was in the loop at the last advance()
+
+    def bind_writer(self) -> None:
+        """From now on only the calling thread may change the timeline (a live session's worker, as it starts)."""
+        object.__setattr__(self, "_writer", threading.get_ident())
+
+    def __setattr__(self, name: str, value) -> None:
+        writer = self.__dict__.get("_writer")
+        if writer is not None and writer != threading.get_ident():
+            raise CrossThreadWrite(f"the live timeline's {name.lstrip('_')} was written from "
+                                   f"{threading.current_thread().name}, not from its session's worker")
+        object.__setattr__(self, name, value)
 
     def conditioning_at(self, frame: int) -> Conditioning:
         return self.schedule.conditioning_at(frame)
