@@ -175,6 +175,9 @@ def test_the_owner_and_the_admin_get_through_and_listing_is_the_admins(studio, v
         shot = httpx.get(f"{studio.url}/api/ui/sessions/{first.session_id}/inspector.png", headers=headers,
                          timeout=60)
         assert shot.status_code == 200 and shot.headers["content-type"] == "image/png"
+        about = httpx.get(f"{studio.url}/api/ui/sessions/{first.session_id}/inspector", headers=headers, timeout=60)
+        assert about.status_code == 200 and set(about.json()) == {"frame", "label", "meta"}, about.text
+        assert about.json()["frame"] >= 0 and "speed" in about.json()["meta"]          # the kart's, from the engine
         whep = request(studio, "POST", "/whep/{session_id}", first.session_id, headers)
         assert whep.status_code == 400 and whep.json()["where"] == "sdp"      # let in: only the SDP was bad
     for headers in ({}, first.auth, second.auth, bearer(next(m for m in first.messages

@@ -93,3 +93,21 @@ def test_a_bad_ice_flag_never_echoes_the_password(capsys):
     assert main(["serve", "--ice-server", "stun:x", "--turn-user", "u", "--turn-password", "hunter2"]) == 2
     err = capsys.readouterr().err
     assert "no turn: or turns:" in err and "hunter2" not in err
+
+
+def test_the_pages_ice_route_answers_in_webrtcs_own_ice_server_type():
+    """GET /api/webrtc/ice answers what `IceConfig.for_browser` builds, and /docs describes it with webrtc/ice.py's
+    `IceServer` (one definition of the type, not a copy in the studio)."""
+    from fastapi.testclient import TestClient
+
+    from studio.server import Settings, create_app
+    from webrtc.ice import IceServer
+
+    ice = IceConfig(("stun:stun.example.org", "turn:turn.example.org:3478"), turn_user="u", turn_password="p",
+                    policy="relay")
+    app = create_app(Settings(ice=ice))
+    with TestClient(app) as client:
+        answer = client.get("/api/webrtc/ice")
+    assert answer.status_code == 200 and answer.json() == ice.for_browser()
+    assert answer.json()["iceServers"][0] == {"urls": ["stun:stun.example.org"]}      # no null credentials
+    assert app.openapi()["components"]["schemas"]["IceServer"]["description"] == IceServer.__doc__

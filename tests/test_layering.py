@@ -122,7 +122,7 @@ def reads_app_state(node: ast.AST) -> bool:
 def test_no_route_reaches_into_the_app_state():
     """A route names what it needs (`session: SessionDep`, ...) and a provider (studio.server.deps, the UI's
     `ui_state`) reads `app.state` for it."""
-    routes = [(path, fn) for folder in ("studio/server", "studio/ui") for path in sorted((ROOT / folder).glob("*.py"))
+    routes = [(path, fn) for folder in ("studio/server", "studio/ui") for path in sorted((ROOT / folder).rglob("*.py"))
               for fn in ast.walk(ast.parse(path.read_text()))
               if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                   isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import pkgutil
 import time
+import typing
 
 import av
 import httpx
@@ -14,9 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from helpers.routes import api_routes
 from prompt_presets import preset_names
 from studio.server import Settings, create_app
-from studio.ui import mount_ui
+from studio.ui import mount_ui, routes
 from studio.ui.thumbnails import ThumbnailCache
 from studio.ui.uploads import UploadError, check_name
 
@@ -266,3 +269,29 @@ def test_docs_and_favicon_are_served_from_the_package(client):
     assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
     icon = client.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_each_ui_route_module_is_one_concern_and_the_package_includes_them_all(client):
+    """studio/ui/routes/: a module per concern, each saying its concern in its docstring and declaring its routes
+    on its own router; the package's `router` includes every one, and what the app serves under /api/ui is
+    exactly what they declare (a module left out, or a route declared twice, fails here)."""
+    modules = {m.name for m in pkgutil.iter_modules(routes.__path__)} - {"deps"}
+    assert {concern.__name__.rsplit(".", 1)[1] for concern in routes.CONCERNS} == modules
+    declared = []
+    for concern in routes.CONCERNS:
+        assert concern.__doc__ and concern.router.prefix == "", concern.__name__
+        assert concern.router.routes and all(r.endpoint.__module__ == concern.__name__ for r in concern.router.routes)
+        declared += [(method, "/api/ui" + r.path) for r in concern.router.routes for method in r.methods]
+    served = [(method, path) for path, r in api_routes(client.app) if path.startswith("/api/ui/")
+              for method in r.methods]
+    assert sorted(declared) == sorted(set(declared)) == sorted(served)
+
+
+def test_ui_routes_return_their_response_models():
+    """A route that declares a response model is written to return that model, not a dict: the answer, /docs and
+    the type checker all read one definition."""
+    for concern in routes.CONCERNS:
+        for route in concern.router.routes:
+            if route.response_model is not None:
+                returns = typing.get_type_hints(route.endpoint)["return"]
+                assert route.response_model in (returns, *typing.get_args(returns)), (route.path, returns)

@@ -25,6 +25,7 @@ from studio.server.models import (ErrorBody, Health, OfferAnswer, OfferRequest, 
                                   TakeRequest)
 from studio.server.session import LiveSession
 from webrtc import protocol as dc
+from webrtc.ice import IceServer
 
 ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 NOT_FOUND = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}}   # 401 first: ids cannot be probed
@@ -34,12 +35,6 @@ studio_api = APIRouter(prefix="/api", tags=["studio"])
 sessions_api = APIRouter(prefix="/api/sessions", tags=["sessions"])
 pages = APIRouter(tags=["studio"])         # at the root: /metrics (Prometheus' default path), the pages' files
 routers = (webrtc_api, studio_api, sessions_api, pages)
-
-
-class IceServer(BaseModel):
-    urls: list[str]
-    username: str | None = None
-    credential: str | None = None
 
 
 class BrowserIceConfiguration(BaseModel):

@@ -1,5 +1,5 @@
 """The studio UI: a Gradio Blocks page mounted on the live server's FastAPI app (same origin, one process),
-plus the REST routes it needs (`routes.py`) and its static scripts. See docs/ui.md.
+plus the REST routes it needs (`routes/`, one module per concern) and its static scripts. See docs/ui.md.
 
     app = create_app(settings, player_at_root=False)
     mount_ui(app)            # the studio at /studio, / redirects there
@@ -32,6 +32,7 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
     from studio.ui import routes
     from studio.ui.blocks import STATIC_URL, build_blocks, head_html, page_theme
     from studio.ui.jobs import RenderJobs
+    from studio.ui.routes.deps import DEFAULT_UPLOAD_LIMIT, UIState
     from studio.ui.thumbnails import ThumbnailCache
 
     settings = app.state.settings
@@ -41,9 +42,9 @@ def mount_ui(app: FastAPI, *, path: str = UI_PATH, cache_dir: str | Path | None 
     from studio.server.redact import hide_paths
 
     jobs = RenderJobs(cache / "renders", lambda text: hide_paths(text, settings))
-    app.state.ui = routes.UIState(thumbnails=ThumbnailCache(cache / "thumbnails"), jobs=jobs,
-                                  data_dir=Path(settings.data_dir).resolve(),
-                                  upload_limit=upload_limit or routes.DEFAULT_UPLOAD_LIMIT)
+    app.state.ui = UIState(thumbnails=ThumbnailCache(cache / "thumbnails"), jobs=jobs,
+                           data_dir=Path(settings.data_dir).resolve(),
+                           upload_limit=upload_limit or DEFAULT_UPLOAD_LIMIT)
     if prewarm_thumbnails:
         app.state.ui.thumbnails.prewarm()
     app.include_router(routes.router)

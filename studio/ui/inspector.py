@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import time
+from typing import Any
 
 from PIL import Image
+from pydantic import BaseModel, Field
 
 from studio.offline import side_by_side
 from timeline.rollout import RenderedFrame
@@ -30,8 +32,16 @@ def inspector_png(frame: RenderedFrame) -> bytes:
     return buf.getvalue()
 
 
-def inspector_info(frame: RenderedFrame) -> dict:
-    """What the page shows beside the grid: frame index, prompt label and the source's metadata (for the
-    built-in engine: kart position, heading, speed, autopilot)."""
+class InspectorInfo(BaseModel):
+    """What the page shows beside the inspector's grid."""
+
+    frame: int
+    label: str = Field(description="the frame's prompt")
+    meta: dict[str, Any] = Field(description="the source's metadata (built-in engine: kart position, speed, …)")
+
+
+def inspector_info(frame: RenderedFrame) -> InspectorInfo:
+    """Frame index, prompt label and the source's metadata (for the built-in engine: kart position, heading,
+    speed, autopilot); metadata that is no JSON value is left out."""
     meta = {k: v for k, v in frame.gbuffer.meta.items() if isinstance(v, (str, int, float, bool, list, dict))}
-    return {"frame": frame.index, "label": frame.conditioning.label(), "meta": meta}
+    return InspectorInfo(frame=frame.index, label=frame.conditioning.label(), meta=meta)

@@ -41,12 +41,6 @@ class RenderJob:
     metrics: dict = field(default_factory=dict)
     owner: object = None            # the visitor who started it (studio.server.access.Visitor)
 
-    def to_json(self) -> dict:
-        return {"id": self.id, "state": self.state, "frames": self.frames, "done": self.done,
-                "progress": round(self.done / self.frames, 4) if self.frames else 0.0, "error": self.error,
-                "download": f"/api/ui/renders/{self.id}/video.mp4" if self.state == "done" else None,
-                "fps": self.metrics.get("fps")}
-
 
 class RenderJobs:
     def __init__(self, directory: Path, shown: Callable[[str], str] = str):
@@ -55,6 +49,9 @@ class RenderJobs:
         self.shown = shown
         self.jobs: dict[str, RenderJob] = {}
         self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> RenderJob | None:
+        return self.jobs.get(job_id)
 
     def start(self, frames: int | None, source: Source, renderer: Renderer, plan: SessionPlan,
               owner: object = None) -> RenderJob:
