@@ -62,10 +62,11 @@ async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: Visit
 
 
 @webrtc_api.get("/ice", response_model=BrowserIceConfiguration, response_model_exclude_none=True)
-async def ice_configuration(settings: SettingsDep) -> dict:
+async def ice_configuration(settings: SettingsDep) -> BrowserIceConfiguration:
     """The RTCConfiguration for `new RTCPeerConnection(...)`: the studio's STUN/TURN servers (with TURN REST
     credentials minted for this request when the studio has a secret) and its transport policy."""
-    return settings.ice.for_browser()
+    ice = settings.ice
+    return BrowserIceConfiguration(iceServers=list(ice.ice_servers()), iceTransportPolicy=ice.policy)
 
 
 @studio_api.get("/health", response_model=Health)
@@ -126,9 +127,9 @@ async def get_session(session: SessionDep) -> SessionInfo:
 
 @sessions_api.get("/{session_id}/schedule", response_model=Schedule, response_model_exclude_none=True,
               responses=NOT_FOUND)
-async def get_schedule(session: SessionDep) -> dict:
+async def get_schedule(session: SessionDep) -> Schedule:
     """The session's schedule, live prompt switches included: save it to replay the session offline."""
-    return session.schedule.to_json()
+    return session.schedule
 
 
 @sessions_api.post("/{session_id}/take", response_model=dc.TakeStatus, response_model_exclude_none=True,
