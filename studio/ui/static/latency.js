@@ -45,7 +45,7 @@ export const latency = {
     // began: the server's wall ms its render started; sent: when it left the studio's pacing, to the encoder
     this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, sent: m.rendered_wall * 1e3 + m.latency_ms,
                                          take, render: ready - take, wait: m.latency_ms - ready,
-                                         encode: m.encode_ms, control: m.control });
+                                         encode: m.encode_ms, control: m.control, label: m.label });
     if (this.rendered.size > RENDERED_KEPT) this.rendered.delete(this.rendered.keys().next().value);
   },
   onPong(m) {
@@ -71,6 +71,7 @@ export const latency = {
     if (frame === undefined || offset === null) return;
     // on screen at expectedDisplayTime (page clock) → on the server's clock → minus the render's start
     const shown = performance.timeOrigin + meta.expectedDisplayTime, ms = shown + offset - frame.began;
+    this.noteSwitchPresented(frame.label, shown);
     const at = wallNow();
     if (this.presentedLog.length < LOG_KEPT)
       this.presentedLog.push({ frame: index, at: shown, control: frame.control, stages: this.stages(frame, meta, offset) });

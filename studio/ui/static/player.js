@@ -98,6 +98,7 @@ export const player = {
   send(msg) {
     if (!this.channel || this.channel.readyState !== "open") return false;
     this.channel.send(JSON.stringify(msg));
+    this.noteSwitchSent(msg);
     if (msg.type === "schedule") this.pendingSchedules += 1;
     return true;
   },
@@ -107,6 +108,7 @@ export const player = {
       case "hello":
         this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); this.setDrivable(!!m.live);
         if (this.measuring) this.measure();              // a new session: stamp again
+        this.resetSwitches();
         break;
       case "status": this.noteRendered(m); this.onStatus(m); break;
       case "pong": this.onPong(m); break;
@@ -139,6 +141,7 @@ export const player = {
   },
 
   onStatus(m) {
+    this.noteSwitchStatus(m.label);       // before lastStatus moves on: a switch is judged against the label before
     this.lastStatus = m;
     if (this.recording) this.onTakeStatus(m.take);
     const doc = this.timeline.doc;

@@ -3,7 +3,8 @@
 // concern, each mixed into the Studio below:
 //   player.js (connection, data channel, status) · gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
-//   stats.js (charts) · latency.js (glass-to-glass in the page) · inspector.js (G-buffer inspector);
+//   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
+//   inspector.js (G-buffer inspector);
 //   timeline.js and charts.js are the widgets.
 import { api, typing } from "./api.js";
 import { drive } from "./drive.js";
@@ -13,6 +14,7 @@ import { latency } from "./latency.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
 import { stats } from "./stats.js";
+import { switches } from "./switches.js";
 import { timelineGlue } from "./timeline-glue.js";
 
 const OK_MESSAGE_MS = 5000;
@@ -36,7 +38,7 @@ class Studio {
     this.presets = presets; this.config = config;
     this.hotkeyPresets = presets.filter((p) => p.family === presets[0].family).slice(0, 8);
     this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
-    this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.wire();
+    this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.buildSwitches(); this.wire();
     this.inspectLoop();
     await this.restoreTimeline(this.source);
     await this.connect(this.source);
@@ -103,7 +105,7 @@ class Studio {
     this.wireTimeline();
   }
 }
-Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, inspector);
+Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {

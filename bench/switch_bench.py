@@ -1,0 +1,102 @@
+"""Switch-to-screen latency: from a prompt switch leaving its sender to the first picture on screen in the new style.
+
+Starts `python app.py` as a subprocess, connects one aiortc viewer with the frame stamp on and, after a warm-up,
+sends `--switches` cuts between two presets from the owner's data channel (a page's click sends the same message),
+each at a random moment of the stream (0.6–1.2 s apart, so they fall anywhere within a chunk). Every frame's
+status says which frame it is and what conditioning it was rendered with, so the first frame of the new style is
+known exactly: it is the first decoded picture whose stamp names a frame whose status carries the new label.
+
+Definitions (one machine, one clock):
+  switch → screen   the switch message sent (wall clock) → that first new picture decoded at the viewer
+  glass-to-glass    the server started rendering the chunk of frame k → the viewer decoded the picture stamped k
+                    (as bench/webrtc_bench.py), over the same run
+  frame_ms          one frame period at the stream's rate
+
+    python -m bench.switch_bench --size 416x224 --switches 30
+    python -m bench.switch_bench --size 416x224 --switches 30 --renderer flash --renderer-option num_steps=1
+
+`--bpm` and `--browser` (beat-quantized switches; measured in Chromium) are not built yet: asking for them exits
+with one line saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+
+import numpy as np
+
+from bench.harness import parser, studio, write_json
+from bench.webrtc_bench import latencies_ms
+from webrtc.client import StudioViewer
+
+PRESETS = ("volcano", "polar")
+
+
+def first_new_picture(viewer: StudioViewer, label: str, sent_at: float) -> float | None:
+    """When the viewer decoded the first picture rendered as `label`, among frames received after `sent_at`."""
+    labels = {m["frame"] % 65536: m["label"] for m in viewer.statuses()}
+    for frame in viewer.frames:
+        if frame.received_at >= sent_at and labels.get(frame.stamp) == label:
+            return frame.received_at
+    return None
+
+
+async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int) -> dict:
+    rng = random.Random(seed)
+    latencies = []
+    async with StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False) as viewer:
+        await viewer.wait_frames(1, timeout=120)
+        await asyncio.sleep(warmup)
+        t0 = time.time()
+        for i in range(switches):
+            await asyncio.sleep(rng.uniform(0.6, 1.2))
+            preset = PRESETS[i % 2]
+            sent_at = time.time()
+            mark = await viewer.send({"type": "preset", "name": preset, "transition": 0})
+            await viewer.wait_message("ack", after=mark, request="preset")
+            await viewer.wait_until(lambda p=preset, t=sent_at: first_new_picture(viewer, p, t) is not None, 30,
+                                    f"the first {preset} picture")
+            latencies.append((first_new_picture(viewer, preset, sent_at) - sent_at) * 1e3)
+        g2g = latencies_ms(viewer, t0)
+        chunk = next((m["chunk_size"] for m in reversed(viewer.statuses())), None)
+    return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk,
+            "switch_p50_ms": round(float(np.percentile(latencies, 50)), 1),
+            "switch_p95_ms": round(float(np.percentile(latencies, 95)), 1),
+            "switch_max_ms": round(float(np.max(latencies)), 1),
+            "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1) if g2g else None,
+            "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1) if g2g else None,
+            "frame_ms": round(1e3 / fps, 1)}
+
+
+def main() -> int:
+    ap = parser(__doc__, full_help=True)
+    ap.add_argument("--size", default="416x224")
+    ap.add_argument("--switches", type=int, default=30)
+    ap.add_argument("--fps", type=float, default=30.0)
+    ap.add_argument("--renderer", default="reference")
+    ap.add_argument("--renderer-option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--weights", help="weights directory for --renderer flash (e.g. a trained nano)")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--seed", type=int, default=0, help="the switches' random moments")
+    ap.add_argument("--bpm", type=float, help="not built yet")
+    ap.add_argument("--browser", action="store_true", help="not built yet")
+    args = ap.parse_args()
+    if args.bpm is not None or args.browser:
+        print("error: --bpm and --browser are not built yet (issue 44 items 4 and 1)", file=sys.stderr)
+        return 2
+    options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
+    options += ["--weights", args.weights] if args.weights else []
+    with studio(1, args.renderer, options) as st:
+        result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed))
+    result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": "aiortc", **result}
+    print(json.dumps(result))
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
