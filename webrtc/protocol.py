@@ -35,23 +35,48 @@ class _Message(BaseModel):
 TransitionFrames = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
 
 
-class SetPrompt(_Message):
+class _Switch(_Message):
+    """A switch of style made live: now (at the next frame not rendered yet), on the next beat or bar of the
+    session's tempo (`quantize`), or on the frame the studio sends at the wall-clock time `at` (an OSC bundle's
+    timetag); with both, on the first beat or bar from `at`."""
+
+    transition: TransitionFrames = 0
+    quantize: Literal["beat", "bar"] | None = None
+    at: float | None = Field(None, allow_inf_nan=False, description="the studio's clock, Unix seconds")
+
+
+class SetPrompt(_Switch):
     type: Literal["prompt"]
     text: str = Field(min_length=1, max_length=2000)
-    transition: TransitionFrames = 0
 
 
-class SetPreset(_Message):
+class SetPreset(_Switch):
     type: Literal["preset"]
     name: str = Field(min_length=1, max_length=100)
-    transition: TransitionFrames = 0
 
 
-class SetBlend(_Message):
+class SetBlend(_Switch):
     type: Literal["blend"]
     prompts: list[PromptSpec] = Field(min_length=1, max_length=8)
     mode: Literal["linear", "slerp"] = "linear"
-    transition: TransitionFrames = 0
+
+
+SWITCHES = (SetPrompt, SetPreset, SetBlend)       # the messages a timetag or a tempo can place
+
+
+class SetTempo(_Message):
+    """The show's tempo (a beat falls now), or none (`bpm` null): what quantized switches land on."""
+
+    type: Literal["tempo"]
+    bpm: float | None = Field(None, ge=20, le=300, allow_inf_nan=False)
+    beats_per_bar: int = Field(4, ge=1, le=16)
+
+
+class Beat(_Message):
+    """An external clock's tick: a beat falls now (a downbeat: the first of a bar)."""
+
+    type: Literal["beat"]
+    downbeat: bool = False
 
 
 class SetSchedule(_Message):
@@ -149,7 +174,7 @@ class Stamp(_Message):
 
 ClientMessage = Annotated[
     Union[SetPrompt, SetPreset, SetBlend, SetSchedule, PatchSchedule, Play, Pause, Seek, Loop, Key, Input,
-          Autopilot, Stats, Take, Ping, Stamp],
+          Autopilot, Stats, Take, Ping, Stamp, SetTempo, Beat],
     Field(discriminator="type")]
 _adapter: TypeAdapter = TypeAdapter(ClientMessage)
 CLIENT_MODELS: dict[str, type[BaseModel]] = {
@@ -348,7 +373,7 @@ class StatsReport(_ServerMessage):
     bitrate: int | None
     errors: int
     time_to_first_frame_ms: float | None
-    last: dict[str, Any]               # the last frame sent: frame, label, stages_ms, latency_ms
+    last: dict[str, Any]               # the last frame sent: frame, label, sent_wall, stages_ms, latency_ms
 
 
 class Pong(_ServerMessage):

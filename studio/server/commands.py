@@ -9,6 +9,7 @@ worker is the timeline's only writer, so no step is written anywhere else.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,6 +22,7 @@ from prompt_presets.matching import matching_ready
 from timeline.rollout import Rollout
 from timeline.schedule import Schedule, schedule_from_value
 from timeline.schedule.live import LiveTimeline
+from timeline.tempo import Tempo, TempoError
 from studio.server.take_control import TakeControl
 from studio.server.worker import SessionWorker
 from webrtc import protocol as dc
@@ -41,7 +43,10 @@ class SessionParts:
     width: int
     height: int
     stats: Callable[[], dc.StatsReport]     # the session's stats report, made on the event loop
+    # the timeline frame the session sends at a wall-clock time (None before its first frame went out)
+    frame_at: Callable[[float], float | None]
     keys: dc.KeyState = field(default_factory=dc.KeyState)   # the arrow keys held down now (a page's)
+    tempo: Tempo | None = None              # replaced whole on the event loop; steps read it
 
     def require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:
@@ -61,6 +66,7 @@ class Step:
     run: Callable[[SessionParts, Any, Any], Answer | None]
     data: Any = None
     after_matcher: bool = False     # free text: the preset matcher must be loaded first (the page hears why)
+    label: str | None = None        # what it switches to, for the page's `preparing` line
 
 
 Check = Callable[[SessionParts, Any], "Step | Answer | None"]
@@ -79,18 +85,69 @@ def command(*kinds: str):
 
 # ---- prompts and the timeline --------------------------------------------------------------------------------
 
+MAX_AHEAD_S = 3600.0          # a switch timed (`at`) further ahead is a clock mistake, not a plan
+LATE_S = 1.0                  # one timed this long ago is too: an OSC sender with a wrong clock
+
+
 @command("prompt", "preset", "blend")
 def switch_now(parts: SessionParts, msg) -> Step:
     conditioning = conditioning_from_message(msg)      # an unknown preset is refused here
     free_text = any(p.preset is None for p in conditioning.prompts)
-    return Step(_switch_now, conditioning, after_matcher=free_text and not matching_ready())
+    timed = msg.quantize is not None or msg.at is not None
+    if msg.quantize is not None and parts.tempo is None:
+        raise dc.ProtocolError(f"quantize {msg.quantize!r} needs the session's tempo first (a 'tempo' message)",
+                               msg.type)
+    if msg.at is not None and not -LATE_S <= msg.at - time.time() <= MAX_AHEAD_S:
+        raise dc.ProtocolError(f"at: {msg.at:.3f} is not within {LATE_S:g} s before and {MAX_AHEAD_S:g} s after "
+                               "the studio's clock now", msg.type)
+    return Step(_switch_timed if timed else _switch_now, (conditioning, parts.tempo),
+                after_matcher=free_text and not matching_ready(), label=conditioning.label())
 
 
-def _switch_now(parts: SessionParts, msg, conditioning: Conditioning) -> Answer:
+def _switch_now(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
+    conditioning = data[0]
     frame = parts.rollout.frame_index
     whole_loop = parts.timeline.switch(frame, conditioning, msg.transition)
     return dc.Ack(request=msg.type, frame=frame, transition=msg.transition, label=conditioning.label(),
                   whole_loop=whole_loop)
+
+
+def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
+    """On the frame the session will send at `at` (default now), moved on to the next beat or bar when asked:
+    placed on the timeline ahead of time, so the new style leaves the studio on the beat. A time whose frame is
+    already rendered moves on to the next beat (or, unquantized, to the next frame not rendered)."""
+    conditioning, tempo = data
+    when = msg.at if msg.at is not None else time.time()
+    first = parts.rollout.frame_index            # the next frame not rendered yet
+    frame = None
+    if msg.quantize is not None and tempo is not None:
+        for _ in range(1000):                    # beats until one whose frame is still to render
+            when = tempo.next(when, msg.quantize)
+            frame = parts.frame_at(when)
+            if frame is None or frame >= first:
+                break
+            when += 1e-3
+    else:
+        frame = parts.frame_at(when)
+    at = first if frame is None else max(first, round(frame))
+    parts.timeline.patch(at, conditioning, msg.transition)
+    return dc.Ack(request=msg.type, frame=at, transition=msg.transition, label=conditioning.label())
+
+
+# ---- the show's clock ------------------------------------------------------------------------------------------
+
+@command("tempo")
+def tempo(parts: SessionParts, msg) -> Answer:
+    parts.tempo = None if msg.bpm is None else Tempo(msg.bpm, time.time(), msg.beats_per_bar)
+    return dc.Ack(request="tempo", on=parts.tempo is not None)
+
+
+@command("beat")
+def beat(parts: SessionParts, msg) -> Answer:
+    if parts.tempo is None:
+        raise TempoError("a beat needs the session's tempo first (a 'tempo' message with its bpm)", "beat")
+    parts.tempo = parts.tempo.beat(time.time(), msg.downbeat)
+    return dc.Ack(request="beat")
 
 
 @command("switch")

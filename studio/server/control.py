@@ -60,7 +60,7 @@ class SessionControl:
         if checked.after_matcher:
             # free text goes through the preset matcher, whose model is still loading: frames go on in the
             # current style meanwhile, and the page hears why
-            self.outbox.send(dc.Preparing(request=kind, label=checked.data.label()))
+            self.outbox.send(dc.Preparing(request=kind, label=checked.label or kind))
             when_matching_ready(lambda: self.parts.worker.submit(command))
         else:
             self.parts.worker.submit(command)

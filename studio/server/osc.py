@@ -4,19 +4,23 @@ channel's commands on a live session. See docs/presenting.md for the address map
     /alaya/preset <name>            /alaya/prompt <text>          /alaya/blend <a> <b> <weight of b>
     /alaya/transition <frames>      /alaya/pause   /alaya/play    /alaya/seek <frame>
     /alaya/take/start               /alaya/take/stop
+    /alaya/tempo <bpm>              /alaya/beat   /alaya/downbeat   /alaya/quantize <off|beat|bar>
     /alaya/session/<id>/<command>   the same, naming the presenter's session by id
 
 OSC carries no credentials, and any local program can send it, so it steers one session only (issue 42): the one
 named with `serve --osc-session`, else the newest session started with the admin token (the presenter's). Any
 other session, addressed by id or not, is refused ("not the presenter's session"). Packets are parsed with
-python-osc; bundles apply at once (a timetag never makes the event loop wait). A bad packet or command is
-counted in /metrics by reason and logged once per reason; it never reaches a session as an exception.
+python-osc. A bundle's timetag in the future places its switches (preset, prompt, blend) on the frame the studio
+sends at that time, on the timeline ahead of time; nothing waits for it, and its other commands apply at once.
+`/alaya/quantize` makes the next switches land on the next beat or bar of `/alaya/tempo`. A bad packet or command
+is counted in /metrics by reason and logged once per reason; it never reaches a session as an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -54,6 +58,7 @@ class OscControl(asyncio.DatagramProtocol):
         self.metrics = metrics
         self.settings = settings            # its osc_session may change while the studio runs (PUT /api/osc)
         self.transitions: dict[str, int] = {}   # session id → frames, set by /alaya/transition
+        self.quantize: dict[str, str] = {}      # session id → beat / bar, set by /alaya/quantize
         self._logged: set[str] = set()
         # command → (argument types, the data-channel message built from the session id and the arguments)
         self.commands: dict[str, tuple[tuple[type, ...], Callable[[str, list], BaseModel | None]]] = {
@@ -66,27 +71,37 @@ class OscControl(asyncio.DatagramProtocol):
             "seek": ((int,), lambda sid, a: dc.build(dc.Seek, frame=a[0])),
             "take/start": ((), lambda sid, a: dc.build(dc.Take, action="start")),
             "take/stop": ((), lambda sid, a: dc.build(dc.Take, action="stop")),
+            "tempo": ((float,), lambda sid, a: dc.build(dc.SetTempo, bpm=a[0])),
+            "beat": ((), lambda sid, a: dc.build(dc.Beat)),
+            "downbeat": ((), lambda sid, a: dc.build(dc.Beat, downbeat=True)),
+            "quantize": ((str,), self._set_quantize),
         }
 
     # ---- UDP ---------------------------------------------------------------------------------------------
 
     def datagram_received(self, data: bytes, addr) -> None:
         try:
-            messages = [timed.message for timed in OscPacket(data).messages]
+            timed_messages = OscPacket(data).messages
+            messages = [timed.message for timed in timed_messages]
         except (ParseError, ValueError, IndexError, TypeError):   # python-osc's parser raises more than ParseError
             self._reject(OscRejected("not OSC", f"a {len(data)}-byte packet that is not OSC"))
             return
-        for message in messages:
-            self.apply(message.address, list(message.params))
+        # python-osc gives a message of a bundle timed in the past, or immediately, the time of arrival
+        arrived = time.time()
+        for timed, message in zip(timed_messages, messages):
+            self.apply(message.address, list(message.params), at=timed.time if timed.time > arrived else None)
 
-    def apply(self, address: str, args: list) -> None:
-        """One message; counted as applied or rejected (with its reason), never raised."""
+    def apply(self, address: str, args: list, at: float | None = None) -> None:
+        """One message (`at`: its bundle's timetag, when in the future); counted as applied or rejected (with
+        its reason), never raised."""
         try:
             session, command = self._route(address)
             if command not in self.commands:
                 raise OscRejected("unknown address", f"unknown address {address[:80]!r}")
             kinds, build = self.commands[command]
             message = build(session.id, _args(args, *kinds, address=address))
+            if message is not None and at is not None and isinstance(message, dc.SWITCHES):
+                message = message.model_copy(update={"at": at})
             if message is not None:
                 session.control.submit(message)
         except OscRejected as exc:
@@ -99,7 +114,17 @@ class OscControl(asyncio.DatagramProtocol):
     # ---- commands ------------------------------------------------------------------------------------------
 
     def _transition_of(self, sid: str) -> dict:
-        return {"transition": self.transitions.get(sid, 0)}
+        """How the presenter's switches land: their transition and quantize settings."""
+        return {"transition": self.transitions.get(sid, 0), "quantize": self.quantize.get(sid)}
+
+    def _set_quantize(self, sid: str, args: list) -> None:
+        if args[0] not in ("off", "beat", "bar"):
+            raise OscRejected("bad arguments", f"quantize {args[0][:20]!r} is not off, beat or bar")
+        if args[0] == "off":
+            self.quantize.pop(sid, None)
+        else:
+            self.quantize[sid] = args[0]
+        return None
 
     def _blend(self, sid: str, args: list) -> BaseModel:
         a, b, weight = args

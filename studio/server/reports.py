@@ -20,6 +20,7 @@ class FrameStatus:
 
     frame: int | None = None
     label: str | None = None
+    sent_wall: float | None = None      # when it left the session's pacing, Unix seconds
     stages_ms: dict[str, float] = field(default_factory=dict)
     latency_ms: float | None = None
 
@@ -48,8 +49,16 @@ class SessionReports:
                            slow=bool(self.track.frames_sent > 2 * self.fps and fps < 0.9 * self.fps),
                            latency_ms=round((sent_at - item.rendered_at) * 1e3, 1), encode_ms=self._encode_ms(),
                            **now)
-        self.last_sent = FrameStatus(item.index, status.label, status.stages_ms, status.latency_ms)
+        self.last_sent = FrameStatus(item.index, status.label, time.time(), status.stages_ms, status.latency_ms)
         return status
+
+    def frame_at(self, when: float) -> float | None:
+        """The timeline frame this session sends at wall-clock `when` (Unix seconds), at its rate from the last
+        frame it sent; None before its first. (Paused, no frame is sent then: the one after it is.)"""
+        last = self.last_sent
+        if last.frame is None or last.sent_wall is None:
+            return None
+        return last.frame + (when - last.sent_wall) * self.fps
 
     def stats(self, **facts) -> dc.StatsReport:
         """`facts`: session_id, state, frame, codec, errors."""
