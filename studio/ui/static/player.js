@@ -97,7 +97,7 @@ export const player = {
   },
   send(msg) {
     if (!this.channel || this.channel.readyState !== "open") return false;
-    this.channel.send(JSON.stringify(msg));
+    this.channel.send(JSON.stringify(this.quantized(msg)));
     this.noteSwitchSent(msg);
     if (msg.type === "schedule") this.pendingSchedules += 1;
     return true;

@@ -3,7 +3,7 @@
 import { api } from "./api.js";
 
 const NOTE_MS = 5000;          // a presenter note shows this long, then fades
-const KEYS_NOTE = "1–8 styles · space pause/play · L loop · Esc leave";
+const KEYS_NOTE = "1–8 styles · space pause/play · L loop · T tap tempo · Esc leave";
 const SMALL_STREAM = 0.5;      // a stream under half the screen's width is worth telling the presenter about
 
 export const presenter = {
@@ -86,6 +86,7 @@ export const presenter = {
     if (k === "escape") return this.presenter(false), true;
     if (k === " ") return this.togglePause(), true;
     if (k === "l") return this.toggleLoop(), true;
+    if (k === "t") return this.tap(), true;
     return false;
   },
 };

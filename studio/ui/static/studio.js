@@ -4,13 +4,16 @@
 //   player.js (connection, data channel, status) · gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
+//   beat.js (tempo, tap, quantize) · midi.js (Web MIDI, MIDI learn)
 //   inspector.js (G-buffer inspector);
 //   timeline.js and charts.js are the widgets.
 import { api, typing } from "./api.js";
+import { beat } from "./beat.js";
 import { drive } from "./drive.js";
 import { gallery } from "./gallery.js";
 import { inspector } from "./inspector.js";
 import { latency } from "./latency.js";
+import { midi } from "./midi.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
 import { stats } from "./stats.js";
@@ -38,7 +41,7 @@ class Studio {
     this.presets = presets; this.config = config;
     this.hotkeyPresets = presets.filter((p) => p.family === presets[0].family).slice(0, 8);
     this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
-    this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.buildSwitches(); this.wire();
+    this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.buildSwitches(); this.buildBeat(); this.buildMidi(); this.wire();
     this.inspectLoop();
     await this.restoreTimeline(this.source);
     await this.connect(this.source);
@@ -105,7 +108,8 @@ class Studio {
     this.wireTimeline();
   }
 }
-Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector);
+Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, switches, beat, midi,
+              inspector);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {
