@@ -43,6 +43,8 @@ from training.refiner_fit import Look, RefinerSettings, fit_refiner
 from training.style_targets import ORIGINAL, style_frames
 
 if TYPE_CHECKING:
+    from renderer.base import Renderer
+    from training.conv_baseline import ConvBaseline
     from training.eval_frames import HeldOutRecording
     from training.eval_run import Evaluation, Task
 
@@ -52,14 +54,20 @@ BLOCK = 16
 
 # ---- the models without a part ----------------------------------------------------------------------------
 
-def decoder_only(renderer):
+def decoder_only(renderer) -> Renderer | None:
     """A flash renderer whose sessions stop at the decoder (None where there is no refiner to take away)."""
     pipe = getattr(renderer, "pipeline", None)
     if pipe is None or pipe.refiner is None:
         return None
+    without_refiner = copy.copy(pipe)
+    without_refiner.refiner = None
+    return with_pipeline(renderer, without_refiner)
+
+
+def with_pipeline(renderer, pipe) -> Renderer:
+    """A copy of a flash renderer whose sessions run `pipe` (the renderer itself is left as it was)."""
     out = copy.copy(renderer)
-    out.pipeline = copy.copy(pipe)
-    out.pipeline.refiner = None
+    out.pipeline = pipe
     return out
 
 
@@ -95,11 +103,13 @@ def task_looks(tasks: list["Task"], recordings: list, reference) -> list[Look]:
     chosen: dict[str, str] = {}
     for t in tasks:
         chosen.setdefault(t.prompt, t.target)
+    def frames(target: str) -> Callable[[int, list[int]], np.ndarray]:
+        return lambda k, idx: style_frames(recordings[k], target, idx, renderer=reference)
+
     looks = []
     for prompt, target in chosen.items():
         text = resolve_prompt(prompt).text
-        looks.append(Look(prompt[:40], text, (text,), list(range(len(recordings))),
-                          lambda k, idx, target=target: style_frames(recordings[k], target, idx, renderer=reference)))
+        looks.append(Look(prompt[:40], text, (text,), list(range(len(recordings))), frames(target)))
     return looks
 
 
@@ -131,12 +141,19 @@ def _mapped(predict: Callable[[np.ndarray], np.ndarray], test) -> Iterator[tuple
             yield start + k, frame
 
 
+def _ablations(ev: "Evaluation") -> "Ablations":
+    if ev.ablations is None:
+        raise RuntimeError("the ablation rows need the ablations fitted (eval --baselines)")
+    return ev.ablations
+
+
 ROWS: dict[str, RowFrames] = {
     "model": lambda ev, test, task, seed: streamed_frames(ev.renderer, test, task, seed),
-    "decoder_only": lambda ev, test, task, seed: streamed_frames(ev.ablations.decoder_only, test, task, seed),
-    "no_transformer": lambda ev, test, task, seed: streamed_frames(ev.ablations.no_transformer, test, task, seed),
+    "decoder_only": lambda ev, test, task, seed: streamed_frames(_ablations(ev).decoder_only, test, task, seed),
+    "no_transformer": lambda ev, test, task, seed: streamed_frames(_ablations(ev).no_transformer, test, task,
+                                                                   seed),
     "per_pixel": lambda ev, test, task, seed: _mapped(ev.maps[task.target].predict, test),
-    "conv": lambda ev, test, task, seed: _mapped(lambda g: ev.ablations.conv.predict(g, task.target), test),
+    "conv": lambda ev, test, task, seed: _mapped(lambda g: _ablations(ev).conv.predict(g, task.target), test),
 }
 
 
@@ -169,6 +186,10 @@ class Ablations:
     """Built by Evaluation with --baselines, after the per-pixel fit (which has refused any fit recording that is,
     or shares a frame with, a test recording); `score` per test recording, `report` into the result."""
 
+    decoder_only: Renderer | None        # the model without its G-buffer refiner (None: it has none)
+    no_transformer: Renderer | None      # every latent zero, the refiner refitted (None: not a flash model)
+    conv: ConvBaseline
+
     def __init__(self, ev: "Evaluation"):
         from training.eval_run import tasks_for, training_recordings
 
@@ -192,8 +213,8 @@ class Ablations:
             t0 = time.perf_counter()
             refiner, report = fit_refiner(without_transformer(pipe), recordings,
                                           task_looks(tasks, recordings, ev.reference), refiner_settings(o.weights))
-            self.no_transformer = copy.copy(ev.renderer)
-            self.no_transformer.pipeline = without_transformer(pipe, refiner.to(pipe.device, pipe.dtype))
+            self.no_transformer = with_pipeline(ev.renderer, without_transformer(pipe, refiner.to(pipe.device,
+                                                                                                 pipe.dtype)))
             self.no_transformer_fit = {**report, "seconds": round(time.perf_counter() - t0, 1),
                                        "latent": "zero (no transformer), in fitting as in scoring"}
 
@@ -211,8 +232,8 @@ class Ablations:
         m = StreamMetrics()
         for i, frame in ROWS[row](self.ev, test, task, seed):
             m.update(frame, target[i])
-            if targets is not None:
-                self.control.update(task.key, frame, {s: targets[s][i] for s in self.ev.o.styles})
+            if targets is not None and self.control is not None:
+                self.control.update(task.key, frame, {s: targets[s][i] for s in self.ev.o.styles or ()})
         return m
 
     def score(self, test, tasks: list["Task"], targets: dict[str, np.ndarray]) -> None:

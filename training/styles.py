@@ -11,7 +11,7 @@ batch) the rendered frames are kept in memory, also rendered once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -21,6 +21,7 @@ from training.errors import TrainingError
 from training.style_targets import ORIGINAL, style_frames
 
 if TYPE_CHECKING:
+    from renderer.base import Renderer
     from training.data import Recording
 
 ALL = "all"
@@ -45,6 +46,11 @@ def parse_styles(spec: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def per_clip(styles: Sequence[str] | None, clips: int) -> Sequence[str | None]:
+    """Each clip's style, None for each where the run has no styles (the recording's own prompt and RGB)."""
+    return styles or [None] * clips
+
+
 class StyleTargets:
     """The styles of a run and their target frames; `keep` holds rendered frames for per-batch targets."""
 
@@ -52,7 +58,7 @@ class StyleTargets:
         self.names = names
         self.keep = keep
         self._kept: dict[tuple[int, str], torch.Tensor] = {}
-        self._reference = None                   # one reference renderer for every style drawn
+        self._reference: Renderer | None = None  # one reference renderer for every style drawn
 
     def phrasings(self, name: str) -> tuple[str, ...]:
         return phrasings(name)
