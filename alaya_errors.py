@@ -8,7 +8,7 @@ HTTP 4xx with a JSON body. Anything else that escapes is a bug and may show a tr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -71,9 +71,10 @@ def describe_error(err: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
     return f"{loc}: {message}" if loc else message
 
 
-def validate(model: type[M] | TypeAdapter, data: Any, error: type[UserError] = UserError,
-             where: str | None = None) -> Any:
-    """`model` validated from `data`, or `error(one line, where)`: the one way every parser checks its input."""
+def validate(model: type[M] | TypeAdapter, data: Any,
+             error: Callable[[str, str | None], Exception] = UserError, where: str | None = None) -> Any:
+    """`model` validated from `data`, or `error(one line, where)`: the one way every parser checks its input.
+    `error` is a UserError subclass, or a function that builds one (to reword the line or pick its fields)."""
     try:
         if isinstance(model, TypeAdapter):
             return model.validate_python(data)

@@ -28,7 +28,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -44,6 +44,10 @@ from training.style_targets import ORIGINAL, style_frames
 
 from training.eval_frames import HeldOutRecording
 from training.eval_tasks import BLOCK, EvalOptions, Task
+
+if TYPE_CHECKING:
+    from renderer.base import Renderer
+    from training.conv_baseline import ConvBaseline
 
 
 class Evaluation(Protocol):
@@ -64,14 +68,20 @@ RowFrames = Callable[[Evaluation, HeldOutRecording, Task, int], Iterator[tuple[i
 
 # ---- the models without a part ----------------------------------------------------------------------------
 
-def decoder_only(renderer):
+def decoder_only(renderer) -> Renderer | None:
     """A flash renderer whose sessions stop at the decoder (None where there is no refiner to take away)."""
     pipe = getattr(renderer, "pipeline", None)
     if pipe is None or pipe.refiner is None:
         return None
+    without_refiner = copy.copy(pipe)
+    without_refiner.refiner = None
+    return with_pipeline(renderer, without_refiner)
+
+
+def with_pipeline(renderer, pipe) -> Renderer:
+    """A copy of a flash renderer whose sessions run `pipe` (the renderer itself is left as it was)."""
     out = copy.copy(renderer)
-    out.pipeline = copy.copy(pipe)
-    out.pipeline.refiner = None
+    out.pipeline = pipe
     return out
 
 
@@ -107,11 +117,13 @@ def task_looks(tasks: list[Task], recordings: list, reference) -> list[Look]:
     chosen: dict[str, str] = {}
     for t in tasks:
         chosen.setdefault(t.prompt, t.target)
+    def frames(target: str) -> Callable[[int, list[int]], np.ndarray]:
+        return lambda k, idx: style_frames(recordings[k], target, idx, renderer=reference)
+
     looks = []
     for prompt, target in chosen.items():
         text = resolve_prompt(prompt).text
-        looks.append(Look(prompt[:40], text, (text,), list(range(len(recordings))),
-                          lambda k, idx, target=target: style_frames(recordings[k], target, idx, renderer=reference)))
+        looks.append(Look(prompt[:40], text, (text,), list(range(len(recordings))), frames(target)))
     return looks
 
 
@@ -143,12 +155,19 @@ def _mapped(predict: Callable[[np.ndarray], np.ndarray], test) -> Iterator[tuple
             yield start + k, frame
 
 
+def _ablations(ev: "Evaluation") -> "Ablations":
+    if ev.ablations is None:
+        raise RuntimeError("the ablation rows need the ablations fitted (eval --baselines)")
+    return ev.ablations
+
+
 ROWS: dict[str, RowFrames] = {
     "model": lambda ev, test, task, seed: streamed_frames(ev.renderer, test, task, seed),
-    "decoder_only": lambda ev, test, task, seed: streamed_frames(ev.ablations.decoder_only, test, task, seed),
-    "no_transformer": lambda ev, test, task, seed: streamed_frames(ev.ablations.no_transformer, test, task, seed),
+    "decoder_only": lambda ev, test, task, seed: streamed_frames(_ablations(ev).decoder_only, test, task, seed),
+    "no_transformer": lambda ev, test, task, seed: streamed_frames(_ablations(ev).no_transformer, test, task,
+                                                                   seed),
     "per_pixel": lambda ev, test, task, seed: _mapped(ev.maps[task.target].predict, test),
-    "conv": lambda ev, test, task, seed: _mapped(lambda g: ev.ablations.conv.predict(g, task.target), test),
+    "conv": lambda ev, test, task, seed: _mapped(lambda g: _ablations(ev).conv.predict(g, task.target), test),
 }
 
 
@@ -181,6 +200,10 @@ class Ablations:
     """Built by Evaluation with --baselines, after the per-pixel fit (which has refused any fit recording that is,
     or shares a frame with, a test recording); `score` per test recording, `report` into the result."""
 
+    decoder_only: Renderer | None        # the model without its G-buffer refiner (None: it has none)
+    no_transformer: Renderer | None      # every latent zero, the refiner refitted (None: not a flash model)
+    conv: ConvBaseline
+
     def __init__(self, ev: Evaluation):
         from training.eval_tasks import tasks_for, training_recordings
 
@@ -204,8 +227,8 @@ class Ablations:
             t0 = time.perf_counter()
             refiner, report = fit_refiner(without_transformer(pipe), recordings,
                                           task_looks(tasks, recordings, ev.reference), refiner_settings(o.weights))
-            self.no_transformer = copy.copy(ev.renderer)
-            self.no_transformer.pipeline = without_transformer(pipe, refiner.to(pipe.device, pipe.dtype))
+            self.no_transformer = with_pipeline(ev.renderer, without_transformer(pipe, refiner.to(pipe.device,
+                                                                                                 pipe.dtype)))
             self.no_transformer_fit = {**report, "seconds": round(time.perf_counter() - t0, 1),
                                        "latent": "zero (no transformer), in fitting as in scoring"}
 
@@ -223,8 +246,8 @@ class Ablations:
         m = StreamMetrics()
         for i, frame in ROWS[row](self.ev, test, task, seed):
             m.update(frame, target[i])
-            if targets is not None:
-                self.control.update(task.key, frame, {s: targets[s][i] for s in self.ev.o.styles})
+            if targets is not None and self.control is not None:
+                self.control.update(task.key, frame, {s: targets[s][i] for s in self.ev.o.styles or ()})
         return m
 
     def score(self, test, tasks: list[Task], targets: dict[str, np.ndarray]) -> None:

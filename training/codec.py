@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from gbuffer.formats.common import atomic_path
-from renderer.flash.config import LATENT_CHANNELS, TEMPORAL_SCALE
+from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.decoder import TinyDecoder
 from renderer.flash.taehv import MemBlock, StreamMemory, TGrow, TPool, init_signal_preserving, run_stream, taehv_encoder
 from renderer.flash.weights import TINY_DECODER
@@ -48,11 +49,24 @@ class TinyEncoder(nn.Module):
 
     def forward(self, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
         """frames (B, T, 3, H, W) in [0, 1], T a multiple of 4 → latent (B, 16, T/4, H/8, W/8)."""
-        b, t = frames.shape[:2]
-        assert t % TEMPORAL_SCALE == 0, frames.shape
-        x = run_stream(self.encoder, frames.reshape(b * t, *frames.shape[2:]), b,
-                       memory if memory is not None else StreamMemory())
-        return x.reshape(b, t // TEMPORAL_SCALE, *x.shape[1:]).transpose(1, 2)
+        return encode_frames(self.encoder, frames, memory)
+
+
+def encode_frames(encoder: nn.Sequential, frames: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
+    """TinyEncoder's forward for any encoder stack (the Codec's own too)."""
+    b, t = frames.shape[:2]
+    assert t % TEMPORAL_SCALE == 0, frames.shape
+    x = run_stream(encoder, frames.reshape(b * t, *frames.shape[2:]), b,
+                   memory if memory is not None else StreamMemory())
+    return x.reshape(b, t // TEMPORAL_SCALE, *x.shape[1:]).transpose(1, 2)
+
+
+def last_conv(stack: nn.Sequential) -> nn.Conv2d:
+    """The convolution a TAEHV encoder or decoder stack ends in (its output layer)."""
+    last = stack[-1]
+    if not isinstance(last, nn.Conv2d):
+        raise TypeError(f"the stack ends in a {type(last).__name__}, not a convolution")
+    return last
 
 
 @dataclass
@@ -83,7 +97,7 @@ class Codec(nn.Module):
         init_for_training(self)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
-        return TinyEncoder.forward(self, frames)
+        return encode_frames(self.encoder, frames)
 
     def decode(self, latent: torch.Tensor, memory: StreamMemory | None = None) -> torch.Tensor:
         """As TinyDecoder.forward but without its final clamp to [0, 1]: a clamp has no gradient outside the
@@ -131,19 +145,22 @@ def init_for_training(codec: Codec) -> None:
                 for c in inner:
                     he(c, True)
                 nn.init.zeros_(last.weight)
-                nn.init.zeros_(last.bias)
+                if last.bias is not None:
+                    nn.init.zeros_(last.bias)
                 if isinstance(m.skip, nn.Conv2d):
                     he(m.skip, False)
-    out = codec.decoder[-1]
+    out = last_conv(codec.decoder)
     with torch.no_grad():
         out.weight.mul_(0.1)
-    nn.init.constant_(out.bias, 0.5)
+    if out.bias is not None:
+        nn.init.constant_(out.bias, 0.5)
 
 
 def random_crops(clips: torch.Tensor, side: int, generator: torch.Generator) -> torch.Tensor:
     """(B, T, 3, H, W) → (B, T, 3, min(side, H), min(side, W)), each clip cropped at its own place on the
-    8-pixel latent grid (whole frames when `side` is 0 or not smaller than them). Many small crops a step, not a few whole frames:
-    with sixteen looks, two clips a step pulled the codec a different way each step and it learned nothing."""
+    8-pixel latent grid (whole frames when `side` is 0 or not smaller than them). Many small crops a step, not a few
+    whole frames: with sixteen looks, two clips a step pulled the codec a different way each step and it learned
+    nothing."""
     b, _, _, h, w = clips.shape
     if not side or (side >= h and side >= w):
         return clips
@@ -187,7 +204,11 @@ def load_codec(root: str | Path) -> Codec:
     return codec
 
 
-def load_perceptual(path: str | Path | None):
+# A perceptual distance f(x, y) on images in [-1, 1] → (B,) or a scalar (LPIPS exported with torch.jit).
+Perceptual = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def load_perceptual(path: str | Path | None) -> Perceptual | None:
     """A local TorchScript perceptual distance `f(x, y) -> (B,) or scalar` on images in [-1, 1] (e.g. LPIPS
     exported with torch.jit); None when not given. Nothing is downloaded."""
     if path is None:
@@ -228,9 +249,10 @@ def scale_latents_to_unit(codec: Codec, clips: torch.Tensor) -> float:
     Returns the std found before scaling."""
     with torch.no_grad():
         std = float(codec.encode(clips).std())
-        last = codec.encoder[-1]
+        last = last_conv(codec.encoder)
         last.weight.div_(std)
-        last.bias.div_(std)
+        if last.bias is not None:
+            last.bias.div_(std)
     return std
 
 

@@ -65,6 +65,8 @@ def box_means(g: torch.Tensor) -> torch.Tensor:
 
 
 class ConvBaseline(nn.Module):
+    quadratic: torch.Tensor                  # a buffer (register_buffer below): fitted by least squares, not trained
+
     def __init__(self, styles: list[str], hidden: int = HIDDEN):
         super().__init__()
         self.styles = list(styles)
@@ -75,7 +77,8 @@ class ConvBaseline(nn.Module):
         self.context = nn.Conv2d(hidden, hidden, 3, padding=1)
         self.heads = nn.Conv2d(hidden, 3 * s, 1)
         for w in (self.linear.weight, self.heads.weight, self.heads.bias):
-            nn.init.zeros_(w)
+            if w is not None:
+                nn.init.zeros_(w)
 
     def forward(self, g: torch.Tensor) -> torch.Tensor:
         """(N, 15, H, W) in [0, 1] → (N, S, 3, H, W), each style's colour in [0, 1] (unclamped)."""
@@ -130,6 +133,7 @@ def receptive_field(net: ConvBaseline, g: torch.Tensor | None = None, points: in
         for x in xs:
             probe = g.clone().requires_grad_(True)
             net(probe)[0, :, :, h // 2, x].sum().backward()
+            assert probe.grad is not None            # backward() filled it: probe requires grad
             grad = probe.grad[0].abs().sum(0)
             moved = grad > 1e-9 * grad.max()
             rows, cols = moved.any(1).nonzero().flatten(), moved.any(0).nonzero().flatten()

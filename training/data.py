@@ -27,7 +27,7 @@ from alaya_errors import validate
 from gbuffer.formats import open_sequence
 from prompt_presets.resolve import resolve_prompt
 from training.errors import TrainingError
-from training.styles import StyleTargets
+from training.styles import StyleTargets, per_clip
 
 DEFAULT_PROMPT = "original"      # the beauty pass is the engine's natural look
 DEFAULT_KEY = "*"                # prompt-file key for every recording not named
@@ -78,12 +78,14 @@ def _resize(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 def load_recording(path: str | Path, width: int, height: int, prompt: str) -> Recording:
     """Decode a paired recording at width x height. Refuses one without RGB, naming the first frame that lacks it."""
     path = Path(path)
-    gbuffer, rgb = [], []
+    gbuffer: list[torch.Tensor] = []
+    rgb: list[torch.Tensor] = []
     with open_sequence(path) as source:
         if not getattr(source, "paired", False):
             raise TrainingError("has no RGB stream: record it with 'alaya-studio record --rgb' (or add rgb.mp4 / "
                                 "window-NN.rgb.npy)", str(path))
-        block_g, block_r = [], []
+        block_g: list[torch.Tensor] = []
+        block_r: list[torch.Tensor] = []
 
         def flush() -> None:        # (n, 5, h, w, 3) and (n, h, w, 3) uint8 → resized channel-first blocks
             gbuffer.append(_resize(torch.stack(block_g).permute(0, 1, 4, 2, 3).flatten(0, 1), (height, width)))
@@ -170,7 +172,11 @@ class PairedClips:
 
     def _rgb(self, k: int, start: int, style: str | None = None) -> torch.Tensor:
         r = self.recordings[k]
-        frames = r.rgb if style is None else self.styles.frames(k, r, style)
+        if style is None:
+            frames = r.rgb
+        else:
+            assert self.styles is not None, "a style is drawn only in a run with styles"
+            frames = self.styles.frames(k, r, style)
         return frames[start:start + self.clip_frames].float().div_(255)
 
     def _picks(self, batch: int, generator: torch.Generator) -> list[tuple[int, int]]:
@@ -180,9 +186,10 @@ class PairedClips:
         """`with_rgb=False` when the targets come from a LatentCache: the RGB frames are then not needed."""
         picks = self._picks(batch, generator)
         styles, prompt = self._draw_styles(picks, generator)
-        clips = [self.clip(k, s, with_rgb, style) for (k, s), style in zip(picks, styles or [None] * batch)]
-        rgb = torch.stack([c[1] for c in clips]) if with_rgb else None
-        return ClipBatch(torch.stack([c[0] for c in clips]), rgb, prompt, picks, styles)
+        gbuffer = torch.stack([self.clip(k, s, with_rgb=False)[0] for k, s in picks])
+        rgb = (torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, per_clip(styles, batch))])
+               if with_rgb else None)
+        return ClipBatch(gbuffer, rgb, prompt, picks, styles)
 
     def _draw_styles(self, picks: list[tuple[int, int]], generator: torch.Generator
                      ) -> tuple[list[str] | None, torch.Tensor]:
@@ -199,4 +206,4 @@ class PairedClips:
         """(B, T, 3, H, W) RGB only (codec training); with styles each clip in one drawn style."""
         picks = self._picks(batch, generator)
         styles, _ = self._draw_styles(picks, generator)
-        return torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, styles or [None] * batch)])
+        return torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, per_clip(styles, batch))])

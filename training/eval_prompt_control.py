@@ -15,7 +15,7 @@ exactly a style's target (tests/test_eval.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -91,7 +91,7 @@ def segment_report(starts: Sequence[int], styles: Sequence[str], hits: Sequence[
     """Per segment of a rollout (segment k covers frames starts[k] .. starts[k+1] - 1 of those rendered):
     accuracy, settle_frames and structure; plus structure first vs last and the mean accuracy."""
     ends = [*starts[1:], len(hits)]
-    segments = []
+    segments: list[dict[str, Any]] = []
     for start, end, style in zip(starts, ends, styles):
         end = min(end, len(hits))
         if end <= start:

@@ -20,7 +20,7 @@ computed is named under `not_computed`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -55,7 +55,8 @@ def recorded_truth(test) -> RecordedTruth:
     """The sun masks and cameras of a HeldOutRecording's frames (training/eval_frames.py), resized as its frames
     were. A recording without them, or with a bad one, says so in `missing` instead of failing the eval."""
     n, (h, w) = len(test), tuple(test.recording.gbuffer.shape[-2:])
-    suns, cameras, missing = [], [], {}
+    suns, cameras = [], []
+    missing: dict[str, str] = {}
     try:
         with open_sequence(test.path) as source:
             for i in range(n):
@@ -183,7 +184,7 @@ def rows(evaluation) -> dict[str, RowFrames]:
     def codec(test, task) -> np.ndarray:
         return codec_reconstruction(evaluation.codec, evaluation.targets(test, [task.target])[task.target])
 
-    found = {"model": model}
+    found: dict[str, RowFrames] = {"model": model}
     if evaluation.maps:
         found["per_pixel"] = per_pixel
     if evaluation.codec is not None:
@@ -191,7 +192,7 @@ def rows(evaluation) -> dict[str, RowFrames]:
     return found
 
 
-def context_blocks(evaluation, not_computed: dict, extra: dict[str, RowFrames] | None = None) -> dict:
+def context_blocks(evaluation, not_computed: dict, extra: Mapping[str, RowFrames] | None = None) -> dict:
     """{"regions": ..., "warp_error": ...} for an Evaluation (training/eval_run.py); what cannot be computed is
     named in `not_computed` (and its block is None)."""
     from training.eval_tasks import tasks_for
@@ -237,6 +238,7 @@ def context_blocks(evaluation, not_computed: dict, extra: dict[str, RowFrames] |
                     for sums in (warp.setdefault(row, [0.0, 0]), prompt.setdefault(row, [0.0, 0])):
                         sums[0] += total
                         sums[1] += count
+    regions_block: dict[str, Any] | None
     if any_region:
         regions_block = {name: {row: s.summary() for row, s in per_row.items()} for name, per_row in regions.items()}
         regions_block["shadow_fraction"] = round(shadow_pixels / max(surface_pixels, 1), 4)

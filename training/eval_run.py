@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,8 +33,15 @@ from training.eval_prompt_control import PARAPHRASES, StyleAccuracy, nearest_sty
 from training.metrics import StreamMetrics
 from training.style_targets import ORIGINAL, gbuffer_frames, style_frames, style_name
 
+if TYPE_CHECKING:
+    from renderer.base import Renderer
+    from training.ablations import Ablations
+    from training.codec import Codec
+    from training.reference_metrics import FvdClips
 
-def fit_per_pixel(paths: list[str], tests: list[HeldOutRecording], target_styles: list[str], size, reference,
+
+def fit_per_pixel(paths: list[str], tests: list[HeldOutRecording], target_styles: list[str], size: tuple[int, int],
+                  reference,
                   seed: int) -> tuple[dict[str, PerPixelMap], dict]:
     """One map per target style, fitted on `paths` at the eval size. Refuses a fit recording that is, or shares
     a frame with, a test recording."""
@@ -58,7 +66,7 @@ def fit_per_pixel(paths: list[str], tests: list[HeldOutRecording], target_styles
     return fit.solve(), {"recordings": used, "pixels_per_frame": fit.pixels, "samples": fit.samples}
 
 
-def _codec(o: EvalOptions):
+def _codec(o: EvalOptions) -> Codec | None:
     from training.codec import CODEC_JSON, load_codec
 
     root = Path(o.codec or o.weights)
@@ -81,7 +89,7 @@ class Evaluation:
             raise TrainingError(f"must be at least 1, got {o.noise_seeds}", "--noise-seeds")
         self.o = o
         o.styles = [style_name(s) for s in o.styles] if o.styles else None
-        self.renderer = renderer or create_renderer("flash", weights=o.weights, device=o.device,
+        self.renderer: Renderer = renderer or create_renderer("flash", weights=o.weights, device=o.device,
                                                     unknown_prompt="presets", **o.renderer_options)
         self.reference = create_renderer("reference") if (o.baselines or o.styles) else None
         trained_on = {Path(n).resolve() for n in named_training_recordings(o.weights)}
@@ -91,16 +99,19 @@ class Evaluation:
         self.tests = [open_held_out(p, o.size, o.frames) for p in o.recordings]
         self.seeds = [o.seed + k for k in range(o.noise_seeds)]
         self.not_computed: dict[str, str] = {}
-        self.maps, self.fit_info, self.codec = {}, None, None
+        self.maps: dict[str, PerPixelMap] = {}
+        self.fit_info: dict | None = None
+        self.codec: Codec | None = None
         if o.baselines:
             targets = sorted({t.target for test in self.tests for t in tasks_for(test.path, o)})
-            size = tuple(self.tests[0].recording.gbuffer.shape[-1:-3:-1])
+            h, w = self.tests[0].recording.gbuffer.shape[-2:]
+            size = (w, h)
             self.maps, self.fit_info = fit_per_pixel(o.fit or training_recordings(o.weights), self.tests, targets,
                                                      size, self.reference, o.seed)
             self.codec = _codec(o)
             if self.codec is None:
                 self.not_computed["codec"] = "the weights have no RGB encoder (codec.json); give --codec DIR"
-        self.ablations = None                    # decoder_only, no_transformer and the conv baseline
+        self.ablations: Ablations | None = None  # decoder_only, no_transformer and the conv baseline
         if o.baselines:
             from training.ablations import Ablations
 
@@ -131,12 +142,12 @@ class Evaluation:
                 if fvd is not None:
                     fvd.update(out, target[i])
                 if control is not None:
-                    control.update(task.key, out, {s: targets[s][i] for s in o.styles})
+                    control.update(task.key, out, {s: targets[s][i] for s in o.styles or ()})
                 if writer is not None:
                     writer.write(np.concatenate([rendered.gbuffer.channel("albedo"), target[i], out], axis=1))
         return metrics, fvd
 
-    def _fvd(self):
+    def _fvd(self) -> FvdClips | None:
         from training.reference_metrics import FvdClips
 
         return FvdClips(self.o.i3d, self.o.fvd_clip_frames) if self.o.i3d is not None else None
@@ -152,7 +163,8 @@ class Evaluation:
         h, w = test.recording.gbuffer.shape[-2:]
         return stack.enter_context(Mp4Writer(out / name, 3 * w, h, test.fps))
 
-    def score_baselines(self, test: HeldOutRecording, tasks: list[Task], targets) -> dict[str, dict[str, StreamMetrics]]:
+    def score_baselines(self, test: HeldOutRecording, tasks: list[Task], targets
+                        ) -> dict[str, dict[str, StreamMetrics]]:
         """{baseline: {task key: metrics}}; albedo and reference_original against the RGB only."""
         from timeline.schedule import Schedule
 
@@ -184,15 +196,16 @@ class Evaluation:
     def paraphrases(self) -> dict:
         from timeline.schedule import Schedule
 
-        items = []
+        styles = self.o.styles or []                 # (prompt control runs with --styles only)
+        items: list[dict[str, Any]] = []
         for text, style in PARAPHRASES.items():
-            if style not in self.o.styles:
+            if style not in styles:
                 continue
             hits = frames = 0
             for test in self.tests:
                 n = min(len(test), self.o.paraphrase_frames)
                 targets = {s: style_frames(test.recording, s, range(n), renderer=self.reference)
-                           for s in self.o.styles}
+                           for s in styles}
                 for r in render_stream(self.renderer, test.source(), Schedule.single(text, test.fps), self.seeds[0],
                                        n):
                     hits += nearest_style(r.rgb, {s: t[r.index] for s, t in targets.items()}) == style
@@ -206,9 +219,12 @@ class Evaluation:
         from timeline.schedule.io import load_builtin
 
         schedule = load_builtin(EIGHT_WORLDS)
-        n = min(schedule.length, self.o.rollout_frames or schedule.length)
+        length = schedule.length
+        styles = [preset for seg in schedule.segments if (preset := seg.prompts[0].resolve().preset) is not None]
+        if length is None or len(styles) != len(schedule.segments):     # as shipped: fixed, one preset each
+            raise TrainingError("needs a fixed length and one preset per segment", f"schedule {EIGHT_WORLDS}")
+        n = min(length, self.o.rollout_frames or length)
         test = self.tests[0].looped(n)
-        styles = [seg.prompts[0].resolve().preset for seg in schedule.segments]
         rgb = np.stack([r.rgb for r in render_stream(self.renderer, test.source(), schedule, self.seeds[0])])
         hits = []
         for start in range(0, n, BLOCK):
@@ -225,9 +241,11 @@ class Evaluation:
     def run(self) -> dict:
         o = self.o
         control = StyleAccuracy() if o.styles and len(o.styles) >= 2 else None
-        rows, by_prompt, overall = [], {}, StreamMetrics()
+        rows, overall = [], StreamMetrics()
+        by_prompt: dict[str, StreamMetrics] = {}
         per_seed = {s: StreamMetrics() for s in self.seeds}
-        fvd_overall, fvd_by_prompt = self._fvd(), {}
+        fvd_overall = self._fvd()
+        fvd_by_prompt: dict[str, FvdClips] = {}
         base: dict[str, dict[str, StreamMetrics]] = {}
         for test in self.tests:
             tasks = tasks_for(test.path, o)
@@ -240,7 +258,7 @@ class Evaluation:
                     metrics = metrics.merged(m)
                     fvd = fvd.merged(clips) if fvd is not None else None
                 if fvd is not None:
-                    fvd_overall = fvd_overall.merged(fvd)
+                    fvd_overall = fvd_overall.merged(fvd) if fvd_overall is not None else fvd
                     fvd_by_prompt[task.key] = fvd_by_prompt[task.key].merged(fvd) if task.key in fvd_by_prompt \
                         else fvd
                 rows.append({"recording": test.name, "prompt": task.key, **metrics.summary(),
@@ -251,19 +269,22 @@ class Evaluation:
                 for name, per_task in self.score_baselines(test, tasks, targets).items():
                     for key, m in per_task.items():
                         base.setdefault(name, {})[key] = base.get(name, {}).get(key, StreamMetrics()).merged(m)
-                self.ablations.score(test, tasks, targets)
-        result = {"weights": o.weights, "renderer": self.renderer.describe(),
-                  "held_out_recordings": [t.name for t in self.tests], "styles": o.styles, "recordings": rows,
-                  "per_prompt": [{"prompt": k, **m.summary(),
-                                  **(fvd_by_prompt[k].summary() if k in fvd_by_prompt else {})}
-                                 for k, m in by_prompt.items()],
-                  "by_prompt": {k: m.summary() for k, m in by_prompt.items()},
-                  "overall": {**overall.summary(), **(fvd_overall.summary() if fvd_overall is not None else {}),
-                              **(_spread(list(per_seed.values())) if len(self.seeds) > 1 else {})},
-                  "noise_seeds": {"seeds": self.seeds,
-                                  "per_seed": [{"seed": s, **{k: m.summary()[k] for k in SPREAD_KEYS}}
-                                               for s, m in per_seed.items()]},
-                  "baselines": self._baselines(base), "not_computed": dict(self.not_computed)}
+                if self.ablations is not None:          # (always, with baselines)
+                    self.ablations.score(test, tasks, targets)
+        result: dict[str, Any] = {
+            "weights": o.weights, "renderer": self.renderer.describe(),
+            "held_out_recordings": [t.name for t in self.tests], "styles": o.styles, "recordings": rows,
+            "per_prompt": [{"prompt": k, **m.summary(),
+                            **(fvd_by_prompt[k].summary() if k in fvd_by_prompt else {})}
+                           for k, m in by_prompt.items()],
+            "by_prompt": {k: m.summary() for k, m in by_prompt.items()},
+            "overall": {**overall.summary(), **(fvd_overall.summary() if fvd_overall is not None else {}),
+                        **(_spread(list(per_seed.values())) if len(self.seeds) > 1 else {})},
+            "noise_seeds": {"seeds": self.seeds,
+                            "per_seed": [{"seed": s, **{k: m.summary()[k] for k in SPREAD_KEYS}}
+                                         for s, m in per_seed.items()]},
+            "baselines": self._baselines(base), "not_computed": dict(self.not_computed),
+        }
         extra = None                     # the ablations' and the conv baseline's rows, scored on regions too
         if self.ablations is not None:
             from training.ablations import region_rows
@@ -304,7 +325,8 @@ def codec_ceiling(o: EvalOptions) -> dict:
 
     o.styles = [style_name(s) for s in o.styles] if o.styles else None
     reference = create_renderer("reference") if o.styles else None
-    rows, by_prompt, overall = [], {}, StreamMetrics()
+    rows, overall = [], StreamMetrics()
+    by_prompt: dict[str, StreamMetrics] = {}
     for test in (open_held_out(p, o.size, o.frames) for p in o.recordings):
         for task in tasks_for(test.path, o):
             target = style_frames(test.recording, task.target, renderer=reference)

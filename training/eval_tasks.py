@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from prompt_presets.presets import find_preset
 from training.data import DEFAULT_PROMPT, prompt_for
 from training.errors import TrainingError
 from training.style_targets import ORIGINAL
+
+if TYPE_CHECKING:
+    from training.codec import Perceptual
+    from training.reference_metrics import ClipScorer, I3dFeatures
 
 FIT_FRAMES = 200              # frames per training recording the per-pixel map is fitted on (evenly spaced)
 BLOCK = 16                    # frames predicted / rendered as targets at a time
@@ -34,9 +38,9 @@ class EvalOptions:
     noise_seeds: int = 1
     seed: int = 0
     device: str | None = None
-    lpips: object = None
-    clip: object = None
-    i3d: object = None
+    lpips: Perceptual | None = None
+    clip: ClipScorer | None = None
+    i3d: I3dFeatures | None = None
     fvd_clip_frames: int = 16
     side_by_side: Path | None = None
     paraphrases: bool = True

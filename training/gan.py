@@ -75,6 +75,8 @@ class GanTerm:
 
     def discriminator_step(self) -> float:
         """One update on the frames of the last generator pass; returns the discriminator's loss before it."""
+        if self.pending is None:
+            raise RuntimeError("discriminator_step needs a generator_loss first (it trains on that pass's frames)")
         real, fake = self.pending
         self.pending = None
         loss = hinge_discriminator_loss(self.discriminator(real), self.discriminator(fake))

@@ -93,8 +93,7 @@ def total_derivative(u_fn: AverageVelocity, x: torch.Tensor, r: torch.Tensor, t:
                      v: torch.Tensor) -> torch.Tensor:
     """d/dt u(x_t, r, t) along dx/dt = v with r fixed: one forward-mode JVP, no graph (the target is stop-grad)."""
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):      # forward AD has no fused-attention kernel
-        _, dudt = torch.func.jvp(lambda x_, t_: u_fn(x_, r, t_), (x, t), (v, torch.ones_like(t)))
-    return dudt
+        return torch.func.jvp(lambda x_, t_: u_fn(x_, r, t_), (x, t), (v, torch.ones_like(t)))[1]
 
 
 class FlashTrainee(nn.Module):
@@ -137,8 +136,8 @@ class FlashTrainee(nn.Module):
         x = torch.randn(b, 16, t, h, w, generator=generator).to(gbuffer_latent.device)
         for i in range(self.sampler.num_steps):
             sigma = torch.full((b,), sigmas[i], device=x.device)
-            end = self.sampler.jump_end(i)
-            end = None if end is None else torch.full((b,), end, device=x.device)
+            jump = self.sampler.jump_end(i)
+            end = None if jump is None else torch.full((b,), jump, device=x.device)
             x = self.sampler.step(x, self.velocity(x, sigma, gbuffer_latent, prompt, history, end), sigmas[i],
                                   sigmas[i + 1])
         return x

@@ -30,7 +30,10 @@ class ClipScorer:
         try:
             from transformers import CLIPModel, CLIPProcessor
 
-            self.model = CLIPModel.from_pretrained(str(path), local_files_only=True).to(device).eval()
+            model = CLIPModel.from_pretrained(str(path), local_files_only=True)
+            # transformers' PreTrainedModel.to is wrapped (functools.wraps of Module.to), and its type asks for self
+            # twice (as diffusers' in renderer/flash/pipeline.py)
+            self.model = model.to(device).eval()  # type: ignore[arg-type]
             self.processor = CLIPProcessor.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError, KeyError, ImportError) as exc:
             raise TrainingError(f"not a local CLIP directory ({first_line(exc)})", str(path)) from None

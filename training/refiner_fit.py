@@ -68,7 +68,7 @@ class Samples:
     look: torch.Tensor           # (N,) look index
 
 
-def window_starts(length: int, frames: int, windows: int, offset: int) -> list[int]:
+def window_starts(length: int, frames: int, windows: int, offset: float) -> list[int]:
     """`windows` starts spread over a recording, each on a latent boundary, shifted per look (`offset` in [0, 1))
     so that different looks see different stretches of the track."""
     room = max(length - frames, 0)

@@ -11,6 +11,8 @@ batch) the rendered frames are kept in memory, also rendered once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import torch
 
 from prompt_presets.phrasings import phrasings
@@ -18,6 +20,8 @@ from prompt_presets.presets import find_preset, preset_names
 from training.errors import TrainingError
 from training.style_targets import ORIGINAL, PairedFrames, style_frames
 
+if TYPE_CHECKING:
+    from renderer.base import Renderer
 
 ALL = "all"
 
@@ -41,6 +45,11 @@ def parse_styles(spec: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def per_clip(styles: Sequence[str] | None, clips: int) -> Sequence[str | None]:
+    """Each clip's style, None for each where the run has no styles (the recording's own prompt and RGB)."""
+    return styles or [None] * clips
+
+
 class StyleTargets:
     """The styles of a run and their target frames; `keep` holds rendered frames for per-batch targets."""
 
@@ -48,7 +57,7 @@ class StyleTargets:
         self.names = names
         self.keep = keep
         self._kept: dict[tuple[int, str], torch.Tensor] = {}
-        self._reference = None                   # one reference renderer for every style drawn
+        self._reference: Renderer | None = None  # one reference renderer for every style drawn
 
     def phrasings(self, name: str) -> tuple[str, ...]:
         return phrasings(name)

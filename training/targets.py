@@ -16,13 +16,14 @@ latent boundary (every 4th frame). The Wan VAE encodes per batch.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
 from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.taehv import StreamMemory
 from training.errors import TrainingError
+from training.styles import per_clip
 
 Targets = Callable[[torch.Tensor], torch.Tensor]    # (B, T, 3, H, W) in [0, 1] → (B, 16, T/4, h, w)
 RECORDING_BLOCK = 64                                # frames encoded at a time (a multiple of 4: bounds memory)
@@ -61,12 +62,12 @@ class LatentCache:
                 rgb = r.rgb if style is None else styles.frames(k, r, style)
                 self.latents[k, style] = targets.recording(rgb, device)
 
-    def clips(self, picks: list[tuple[int, int]], frames: int, styles: list[str] | None = None) -> torch.Tensor:
+    def clips(self, picks: list[tuple[int, int]], frames: int, styles: Sequence[str] | None = None) -> torch.Tensor:
         """(B, 16, frames/4, h, w) for clips starting at frame `start` (a multiple of 4) of recording k."""
         n = frames // TEMPORAL_SCALE
         assert all(start % TEMPORAL_SCALE == 0 for _, start in picks), picks
         return torch.stack([self.latents[k, style][:, start // TEMPORAL_SCALE:start // TEMPORAL_SCALE + n]
-                            for (k, start), style in zip(picks, styles or [None] * len(picks))])
+                            for (k, start), style in zip(picks, per_clip(styles, len(picks)))])
 
 
 def wan_vae_targets(vae_dir: str | Path, device: str = "cpu") -> Targets:

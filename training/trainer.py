@@ -26,7 +26,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import torch
 
 from gbuffer.formats import open_sequence
@@ -43,7 +45,7 @@ from training.codec import CODEC_JSON, Codec, load_codec, save_codec
 from training.data import PairedClips, load_recording, prompt_for, read_prompt_file
 from training.errors import TrainingError
 from training.gan import GanTerm
-from training.objective import OBJECTIVES, FlashTrainee, ObjectiveSettings, warmup_chunks_to_reach_long
+from training.objective import OBJECTIVES, FlashTrainee, Objective, ObjectiveSettings, warmup_chunks_to_reach_long
 from training.refiner_fit import Look, RefinerSettings, fit_refiner
 from training.style_targets import style_frames
 from training.styles import StyleTargets, parse_styles
@@ -71,7 +73,7 @@ class TrainSettings:
     lr: float = 5e-4
     chunks: int = 3
     discrete_sigma_prob: float = 0.5
-    objective: str = "flow"          # flow | meanflow (objective.py)
+    objective: Objective = "flow"    # flow | meanflow (objective.py; check_settings refuses any other)
     interval_prob: float = 0.5       # mean flow: share of continuous draws with r < t
     history_chunks: int | None = None  # warm-up chunks before the trained ones, drawn 0..N per step (None: enough
                                        # for the long tier, auto_history_chunks)
@@ -144,7 +146,7 @@ def check_settings(s: TrainSettings) -> FlashConfig:
 @dataclass
 class Modules:
     config: FlashConfig
-    transformer: torch.nn.Module
+    transformer: FlashTransformer      # the base model (apply_lora wraps it for training, in place)
     gbuffer_encoder: GBufferEncoder
     decoder: TinyDecoder
     targets: Targets
@@ -161,6 +163,7 @@ def _own_codec(root: Path) -> Codec | None:
 
 
 def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules:
+    targets: Targets
     if s.weights is not None:
         pipe = FlashPipeline.from_dir(s.weights, device="cpu", dtype=torch.float32, text_encoder=s.text_encoder)
         config = pipe.config
@@ -178,6 +181,7 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         train_encoder = False                      # a fine-tune keeps the official codecs
     else:
         torch.manual_seed(s.seed)
+        assert s.codec is not None, "check_settings asks for --codec from scratch"
         codec = load_codec(s.codec)
         if codec.decoder_channels != tuple(config.decoder_channels):
             raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
@@ -222,7 +226,9 @@ def prompt_embeddings(bank: PromptBank, prompts: list[str], config: FlashConfig)
 def apply_lora(transformer: torch.nn.Module, s: TrainSettings) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=s.lora_rank, lora_alpha=s.lora_alpha, target_modules=list(s.lora_targets),
+    # peft annotates lora_alpha as int, but only ever scales by lora_alpha / r: a float (--lora-alpha 0.5) works
+    config = LoraConfig(r=s.lora_rank, lora_alpha=s.lora_alpha,  # type: ignore[arg-type]
+                        target_modules=list(s.lora_targets),
                         lora_dropout=0.0, init_lora_weights=True)
     try:
         model = get_peft_model(transformer, config)
@@ -233,6 +239,21 @@ def apply_lora(transformer: torch.nn.Module, s: TrainSettings) -> torch.nn.Modul
         if ".text_sink." in name:                  # Flash's own small addition trains fully
             param.requires_grad_(True)
     return model
+
+
+def merged_transformer(transformer: torch.nn.Module, adapter_dir: Path | None) -> FlashTransformer:
+    """The trained transformer as a pipeline holds it: with LoRA (`adapter_dir`), the adapter alone is saved
+    there for reference, then merged into the base model."""
+    if adapter_dir is not None:
+        from peft import PeftModel
+
+        if not isinstance(transformer, PeftModel):
+            raise TypeError(f"a LoRA run trains a PeftModel, not a {type(transformer).__name__}")
+        transformer.save_pretrained(str(adapter_dir))
+        transformer = transformer.merge_and_unload()
+    if not isinstance(transformer, FlashTransformer):
+        raise TypeError(f"expected the FlashTransformer, got a {type(transformer).__name__}")
+    return transformer
 
 
 def prepare_objective(m: Modules, s: TrainSettings) -> None:
@@ -284,21 +305,21 @@ class Trainer:
         self.config = self.modules.config
         self.history_chunks = (auto_history_chunks(recordings, self.config, s.chunks) if s.history_chunks is None
                                else s.history_chunks)
-        cache = s.cache_targets and isinstance(self.modules.targets, CodecTargets)
+        codec_targets = self.modules.targets if isinstance(self.modules.targets, CodecTargets) else None
+        cache = s.cache_targets and codec_targets is not None
         clip_chunks = self.history_chunks + s.chunks
         styles = StyleTargets(parse_styles(s.styles), keep=not cache) if s.styles is not None else None
         self.data = PairedClips.from_paths(recordings, s.width, s.height, clip_chunks * self.config.chunk_frames,
                                            s.prompts, start_stride=TEMPORAL_SCALE if cache else 1, styles=styles,
                                            also_named=self.refiner_recordings)
-        self.latents = (LatentCache(self.modules.targets, self.data.recordings, self.device, styles)
-                        if cache else None)
+        self.latents = (LatentCache(codec_targets, self.data.recordings, self.device, styles)
+                        if cache and codec_targets is not None else None)
         self.prompts = prompt_embeddings(self.modules.bank, self.data.prompts, self.config)
-        transformer = self.modules.transformer
+        transformer: torch.nn.Module = self.modules.transformer
         if s.lora_rank:
             transformer = apply_lora(transformer, s)
         if s.gradient_checkpointing if s.gradient_checkpointing is not None else self.cuda:
-            transformer.enable_gradient_checkpointing() if hasattr(transformer, "enable_gradient_checkpointing") \
-                else transformer.get_base_model().enable_gradient_checkpointing()
+            self.modules.transformer.enable_gradient_checkpointing()    # the base model, LoRA-wrapped or not
         if not self.modules.train_gbuffer_encoder:
             self.modules.gbuffer_encoder.requires_grad_(False).eval()
         self.gan = (GanTerm(copy.deepcopy(self.modules.decoder), s.gan_weight, s.gan_lr, self.device, s.seed)
@@ -350,6 +371,7 @@ class Trainer:
         if self.latents is not None:
             target = self.latents.clips(batch.picks, self.data.clip_frames, batch.styles).to(self.device)
         else:
+            assert batch.rgb is not None, "sampled with_rgb"
             target = self.modules.targets(batch.rgb.to(self.device)).float()
         gbuffer, target, warmup = self.warmup_window(batch.gbuffer, target)
         loss = self.model(gbuffer.to(self.device), target, self.prompts[batch.prompt].to(self.device), rollout,
@@ -440,8 +462,12 @@ class Trainer:
             from renderer import create_renderer
 
             reference = create_renderer("reference")
+
+            def frames(name: str) -> Callable[[int, list[int]], np.ndarray]:
+                return lambda k, idx: style_frames(recs[k], name, idx, renderer=reference)
+
             return [Look(name, resolve_prompt(name).text, styles.phrasings(name), list(range(len(recs))),
-                         lambda k, idx, name=name: style_frames(recs[k], name, idx, renderer=reference))
+                         frames(name))
                     for name in styles.names]
         return [Look(text[:40], text, (text,), [k for k, r in enumerate(recs) if r.prompt == text],
                      lambda k, idx: recs[k].rgb[idx].permute(0, 2, 3, 1).contiguous().numpy())
@@ -451,14 +477,12 @@ class Trainer:
         """OUT_DIR in the official layout (+ our RGB encoder beside the decoder, + the LoRA adapter)."""
         if not self.dist.is_main:
             return
-        trainee = distributed.unwrap(self.model)
-        transformer = copy.deepcopy(trainee.transformer).cpu()
-        if self.s.lora_rank:
-            transformer.save_pretrained(str(self.out / LORA_DIR))       # the adapter alone, for reference
-            transformer = transformer.merge_and_unload()
+        trainee = self.trainee                   # (what DDP / FSDP wrap: distributed.unwrap(self.model) is it)
+        transformer = merged_transformer(copy.deepcopy(trainee.transformer).cpu(),
+                                         self.out / LORA_DIR if self.s.lora_rank else None)
         m = self.modules
         config = dataclasses.replace(self.config, refiner_looks=0)
-        modules = (transformer, copy.deepcopy(trainee.gbuffer_encoder).cpu(), copy.deepcopy(m.decoder).cpu(), m.bank)
+        modules = (transformer, copy.deepcopy(m.gbuffer_encoder).cpu(), copy.deepcopy(m.decoder).cpu(), m.bank)
         pipe = FlashPipeline(config, *modules, "cpu", torch.float32)
         if self.s.refiner:
             settings = RefinerSettings(windows=self.s.refiner_windows, window_frames=self.s.refiner_frames,

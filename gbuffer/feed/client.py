@@ -25,7 +25,7 @@ import time
 from typing import Callable, Iterator
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
 from alaya_errors import validate
 from gbuffer.feed.protocol import HELLO, RETURN_PROTOCOL, FeedError, StyledFrame, decode_styled, encode_frame
@@ -62,7 +62,7 @@ class FeedClient:
         self._answers: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._asking = threading.Lock()        # one control request at a time: answers come in order
         self._arrived = threading.Condition()
-        self._ws = None
+        self._ws: ClientConnection | None = None
         self._reader: threading.Thread | None = None
         self._stack = contextlib.ExitStack()
 
@@ -70,27 +70,28 @@ class FeedClient:
         """Open the socket, say hello, wait for the welcome; FeedError with the studio's reason if refused."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         try:
-            self._ws = self._stack.enter_context(connect(self.url, additional_headers=headers, compression=None,
-                                                         max_size=RETURNED_MAX if self.returns else 2**20,
-                                                         open_timeout=10))
+            ws = self._ws = self._stack.enter_context(connect(self.url, additional_headers=headers,
+                                                              compression=None,
+                                                              max_size=RETURNED_MAX if self.returns else 2**20,
+                                                              open_timeout=10))
         except (OSError, InvalidHandshake) as exc:
             raise FeedError(f"cannot connect to {self.url}: {exc}", "--connect") from None
         try:
-            self._ws.send(self.hello.to_json())
-            reply = json.loads(self._ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
+            ws.send(self.hello.to_json())
+            reply = json.loads(ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
         except ConnectionClosed as exc:
             raise FeedError(f"the studio refused the feed: {exc.rcvd.reason if exc.rcvd else exc}",
                             "--connect") from None
         if reply.get("type") != "welcome":
             raise FeedError(f"unexpected answer to hello: {reply}", "--connect")
         self.welcome = reply
-        self._reader = threading.Thread(target=self._read, name=f"feed-{self.hello.name}", daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(ws,), name=f"feed-{self.hello.name}", daemon=True)
         self._reader.start()
         return reply
 
-    def _read(self) -> None:
+    def _read(self, ws: ClientConnection) -> None:
         try:
-            for message in self._ws:
+            for message in ws:
                 if isinstance(message, bytes):
                     self._keep(decode_styled(message))
                     continue
@@ -166,6 +167,9 @@ class FeedClient:
         self._send(message)
 
     def _send(self, message: str | bytes) -> None:
+        if self._ws is None:
+            raise FeedError("not connected: call connect() (or use the client in a with block) first",
+                            "feed client")
         try:
             self._ws.send(message)
         except ConnectionClosed as exc:

@@ -32,9 +32,10 @@ from pydantic.dataclasses import dataclass as model_dataclass
 from alaya_errors import validate
 from gbuffer.frame import NUM_CHANNELS, GBufferError, GBufferFrame
 
-FEED_PROTOCOL = 1
-RETURN_PROTOCOL = 2                  # the hello may ask for its session's styled frames back
-PROTOCOLS = (FEED_PROTOCOL, RETURN_PROTOCOL)
+FEED_PROTOCOL: Literal[1] = 1
+RETURN_PROTOCOL: Literal[2] = 2      # the hello may ask for its session's styled frames back
+ProtocolVersion = Literal[1, 2]      # FEED_PROTOCOL or RETURN_PROTOCOL (a Literal takes values, not names)
+PROTOCOLS: tuple[ProtocolVersion, ...] = (FEED_PROTOCOL, RETURN_PROTOCOL)
 FRAME_MAGIC = b"AGBF"
 # magic, protocol version, compression id, width, height, frame index, timestamp in microseconds
 FRAME_HEADER = struct.Struct("<4sBBHHIq")
@@ -43,8 +44,9 @@ STYLED_MAGIC = b"ASTY"
 # magic, protocol version, format id, width, height, G-buffer frame index, frames missed, render time and time in
 # the studio in microseconds
 STYLED_HEADER = struct.Struct("<4sBBHHIIII")
-FORMAT_IDS = {"rgb24": 0, "jpeg": 1}
-FORMATS = {v: k for k, v in FORMAT_IDS.items()}
+StyledFormat = Literal["rgb24", "jpeg"]
+FORMAT_IDS: dict[StyledFormat, int] = {"rgb24": 0, "jpeg": 1}
+FORMATS: dict[int, StyledFormat] = {v: k for k, v in FORMAT_IDS.items()}
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # WebSocket close codes the studio uses for a feed
@@ -78,14 +80,15 @@ class Hello:
     height: Side
     fps: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | Annotated[StrictInt, Field(gt=0)]
     compression: Literal["none", "zlib"] = "none"
-    protocol: Literal[FEED_PROTOCOL, RETURN_PROTOCOL] = FEED_PROTOCOL
+    protocol: ProtocolVersion = FEED_PROTOCOL
     rgb: StrictBool = False          # each frame payload also carries the paired RGB image
     # protocol 2: what the engine's own session renders and sends back (the studio checks its fields)
     output: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        hello = {"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
-                 "height": self.height, "fps": self.fps, "compression": self.compression, "rgb": self.rgb}
+        hello: dict[str, Any] = {"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
+                                 "height": self.height, "fps": self.fps, "compression": self.compression,
+                                 "rgb": self.rgb}
         if self.output is not None:
             hello["output"] = self.output
         return json.dumps(hello)
@@ -178,6 +181,7 @@ def decode_frame(message: bytes, hello: Hello) -> GBufferFrame:
                         code=CLOSE["bad_data"])
     payload = memoryview(message)[FRAME_HEADER.size:]
     expected = hello.frame_bytes
+    raw: bytes | memoryview
     if compression == COMPRESSION_IDS["zlib"]:
         inflater = zlib.decompressobj()
         try:
@@ -218,7 +222,7 @@ class StyledFrame:
     index: int
     width: int
     height: int
-    format: Literal["rgb24", "jpeg"]
+    format: StyledFormat
     data: bytes
     missed: int = 0
     render_ms: float = 0.0

@@ -23,7 +23,7 @@ import re
 import zipfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
@@ -35,11 +35,12 @@ from gbuffer.formats.imagefile import decode_png, encode_png, png_size
 from gbuffer.frame import CHANNELS, NUM_CHANNELS, GBufferError, GBufferFrame, check_frame_array
 from gbuffer.source import RecordedSource
 
-FORMAT_NAME = "alaya-gbuf"
+# Manifest's fields spell these out again, as Literal[...] takes values, not names; mypy checks that they agree.
+FORMAT_NAME: Final = "alaya-gbuf"
 FORMAT_VERSION = 1
-FRAME_LAYOUT = "png-rgb8-channels-stacked-vertically"
-RGB_LAYOUT = "png-rgb8"
-SUN_LAYOUT = "png-grey8"
+FRAME_LAYOUT: Final = "png-rgb8-channels-stacked-vertically"
+RGB_LAYOUT: Final = "png-rgb8"
+SUN_LAYOUT: Final = "png-grey8"
 MANIFEST_NAME = "manifest.json"
 _FRAME_ENTRY = re.compile(r"frames/(\d{6,})\.png")
 _RGB_ENTRY = re.compile(r"rgb/(\d{6,})\.png")
@@ -81,11 +82,11 @@ class Manifest(BaseModel):
     source: str = ""
     metadata: dict[str, Any] = {}
     channels: list[str] = list(CHANNELS)
-    frame_layout: Literal[FRAME_LAYOUT] = FRAME_LAYOUT
-    rgb: Literal[RGB_LAYOUT] | None = None          # present when the archive holds paired RGB frames
-    sun: Literal[SUN_LAYOUT] | None = None          # present when every frame has a sun-visibility mask
+    frame_layout: Literal["png-rgb8-channels-stacked-vertically"] = FRAME_LAYOUT
+    rgb: Literal["png-rgb8"] | None = None          # RGB_LAYOUT, when the archive holds paired RGB frames
+    sun: Literal["png-grey8"] | None = None         # SUN_LAYOUT, when every frame has a sun-visibility mask
     created: str = ""                               # ISO 8601 UTC
-    format: Literal[FORMAT_NAME] = FORMAT_NAME
+    format: Literal["alaya-gbuf"] = FORMAT_NAME
     version: StrictInt = FORMAT_VERSION
 
     @field_validator("channels")
@@ -171,7 +172,8 @@ class GbufZipWriter(CommitOnExit):
             raise GBufferError(f"cannot write here: {exc.strerror or exc}", self.where) from None
 
     def write(self, frame: GBufferFrame) -> None:
-        if self._zip is None:
+        archive = self._zip
+        if archive is None:
             raise GBufferError("writer is closed", self.where)
         data = check_frame_array(frame.data, f"frame {frame.index}")
         if self.size is None:
@@ -190,38 +192,23 @@ class GbufZipWriter(CommitOnExit):
         elif (frame.sun is not None) != self.sunned:
             raise GBufferError(f"frame {frame.index} {'has no' if self.sunned else 'has a'} sun mask but "
                                f"frame 0 {'has one' if self.sunned else 'has none'}", self.where)
-        entries = [(frame_entry(i), encode_png(np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)))]
+        stacked = np.ascontiguousarray(data).reshape(-1, data.shape[2], 3)
+        entries: list[tuple[str, bytes | str]] = [(frame_entry(i), encode_png(stacked))]
         if self.paired:
             entries.append((rgb_entry(i), encode_png(np.ascontiguousarray(frame.rgb))))
         if self.sunned:
             entries.append((sun_entry(i), encode_png(np.ascontiguousarray(frame.sun))))
         if meta is not None:
             entries.append((frame_entry(i, "json"), meta))
-        self._write_frame_entries(entries)
+        _write_frame_entries(archive, entries)
         self._timestamps.append(timestamp)
         self.frames_written += 1
-
-    def _write_frame_entries(self, entries: list[tuple[str, bytes]]) -> None:
-        """All of a frame's entries or none: when a write fails (disk full), the entries of the half-written
-        frame are taken back, so `close()` (once there is room again) still writes a valid archive of the
-        complete frames. The next entry, or the central directory, is written over the half-written bytes."""
-        z = self._zip
-        listed, end = len(z.filelist), z.start_dir
-        try:
-            for name, payload in entries:
-                z.writestr(name, payload)
-        except BaseException:
-            for info in z.filelist[listed:]:
-                z.NameToInfo.pop(info.filename, None)
-            del z.filelist[listed:]
-            z.start_dir = end
-            raise
 
     def close(self) -> None:
         """Write the manifest and move the archive into place. An empty recording is an error."""
         if self._zip is None:
             return
-        if self.frames_written == 0:
+        if self.frames_written == 0 or self.size is None:     # (the size comes with the first frame)
             self.abort()
             raise GBufferError("no frames were written; nothing saved", self.where)
         height, width = self.size
@@ -254,6 +241,22 @@ class GbufZipWriter(CommitOnExit):
             except OSError:
                 pass
             self._target.discard()
+
+
+def _write_frame_entries(z: zipfile.ZipFile, entries: list[tuple[str, bytes | str]]) -> None:
+    """All of a frame's entries or none: when a write fails (disk full), the entries of the half-written
+    frame are taken back, so `close()` (once there is room again) still writes a valid archive of the
+    complete frames. The next entry, or the central directory, is written over the half-written bytes."""
+    listed, end = len(z.filelist), z.start_dir
+    try:
+        for name, payload in entries:
+            z.writestr(name, payload)
+    except BaseException:
+        for info in z.filelist[listed:]:
+            z.NameToInfo.pop(info.filename, None)
+        del z.filelist[listed:]
+        z.start_dir = end
+        raise
 
 
 class GbufZipSource(RecordedSource):

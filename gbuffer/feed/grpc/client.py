@@ -20,7 +20,7 @@ import collections
 import json
 import queue
 import threading
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import grpc
 
@@ -36,6 +36,15 @@ from gbuffer.input import PlayerInput
 
 _END = object()
 SEND_QUEUE = 4          # frames waiting to go out before send_frame blocks (back-pressure, as a socket's buffer)
+
+
+class _StudioStream(Protocol):
+    """What `EngineFeed.Stream` returns on the client: the studio's messages, and a call that can be cancelled.
+    (grpc's own type for it is private, and the generated stub is untyped.)"""
+
+    def __iter__(self) -> Iterator[pb.StudioMessage]: ...
+    def __next__(self) -> pb.StudioMessage: ...
+    def cancel(self) -> bool: ...
 
 
 def output_message(output: dict) -> pb.OutputRequest:
@@ -78,7 +87,7 @@ class GrpcFeedClient:
         self._cond = threading.Condition()
         self._outgoing: queue.Queue = queue.Queue(SEND_QUEUE)
         self._channel: grpc.Channel | None = None
-        self._call = None
+        self._call: _StudioStream | None = None
         self._reader: threading.Thread | None = None
 
     # ---- connecting --------------------------------------------------------------------------------------
@@ -90,15 +99,16 @@ class GrpcFeedClient:
         stub = rpc.EngineFeedStub(self._channel)
         metadata = (("authorization", f"Bearer {self.token}"),) if self.token else None
         self._outgoing.put(open_message(self.hello, self.output))
-        self._call = stub.Stream(self._requests(), metadata=metadata)
+        call: _StudioStream = stub.Stream(self._requests(), metadata=metadata)
+        self._call = call
         try:
-            first = next(self._call)
+            first = next(call)
         except grpc.RpcError as exc:
-            self._closed_by(exc)
+            reason = self._closed_by(exc)
             self.close()
-            if self.status == grpc.StatusCode.UNAVAILABLE and not self.close_reason.startswith("studio full"):
-                raise FeedError(f"cannot connect to {self.target}: {self.close_reason}", "--connect") from None
-            raise FeedError(f"the studio refused the feed: {self.close_reason}", "--connect") from None
+            if self.status == grpc.StatusCode.UNAVAILABLE and not reason.startswith("studio full"):
+                raise FeedError(f"cannot connect to {self.target}: {reason}", "--connect") from None
+            raise FeedError(f"the studio refused the feed: {reason}", "--connect") from None
         except StopIteration:
             self.close()
             raise FeedError("the studio ended the stream before its welcome", "--connect") from None
@@ -106,7 +116,8 @@ class GrpcFeedClient:
             self.close()
             raise FeedError(f"unexpected answer to open: {first.WhichOneof('kind')}", "--connect")
         self.welcome = first.welcome
-        self._reader = threading.Thread(target=self._read, name=f"grpc-feed-{self.hello.name}", daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(call,), name=f"grpc-feed-{self.hello.name}",
+                                        daemon=True)
         self._reader.start()
         return self.welcome
 
@@ -114,9 +125,9 @@ class GrpcFeedClient:
         while (message := self._outgoing.get()) is not _END:
             yield message
 
-    def _read(self) -> None:
+    def _read(self, call: _StudioStream) -> None:
         try:
-            for message in self._call:
+            for message in call:
                 kind = message.WhichOneof("kind")
                 with self._cond:
                     if kind == "styled":
@@ -141,9 +152,11 @@ class GrpcFeedClient:
         with self._cond:
             self._cond.notify_all()
 
-    def _closed_by(self, exc: grpc.RpcError) -> None:
+    def _closed_by(self, exc: grpc.RpcError) -> str:
+        """Note how the studio ended the stream; → the reason."""
         self.status = exc.code()
-        self.close_reason = exc.details() or exc.code().name
+        self.close_reason = reason = exc.details() or exc.code().name
+        return reason
 
     # ---- the engine's calls ------------------------------------------------------------------------------
 
@@ -206,14 +219,18 @@ class GrpcFeedClient:
         try:
             self._outgoing.put(_END, timeout=1.0)
         except queue.Full:
-            self._call.cancel()
+            self._cancel()
         if self._reader is not None:
             self._reader.join(timeout=5)
             if self._reader.is_alive():
-                self._call.cancel()
+                self._cancel()
                 self._reader.join(timeout=5)
         self._channel.close()
         self._channel = None
+
+    def _cancel(self) -> None:
+        if self._call is not None:         # None only when the channel opened but the stream never started
+            self._call.cancel()
 
     def __enter__(self) -> "GrpcFeedClient":
         if self._call is None:

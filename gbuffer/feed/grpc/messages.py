@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import asdict
+from typing import Any, TypeVar
 
 import numpy as np
 
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
-from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, FeedLimits, Hello, parse_hello
+from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, FeedLimits, Hello, StyledFormat, parse_hello
 from gbuffer.frame import CHANNELS, GBufferFrame
 from gbuffer.input import PlayerInput
 
-COMPRESSIONS = {pb.COMPRESSION_NONE: "none", pb.COMPRESSION_ZLIB: "zlib"}
+COMPRESSIONS: dict[pb.Compression, str] = {pb.COMPRESSION_NONE: "none", pb.COMPRESSION_ZLIB: "zlib"}
 COMPRESSION_IDS = {name: number for number, name in COMPRESSIONS.items()}
-FORMATS = {pb.FORMAT_RGB24: "rgb24", pb.FORMAT_JPEG: "jpeg"}
+FORMATS: dict[pb.Format, StyledFormat] = {pb.FORMAT_RGB24: "rgb24", pb.FORMAT_JPEG: "jpeg"}
 FORMAT_IDS = {name: number for number, name in FORMATS.items()}
 
+Enum = TypeVar("Enum", bound=int)        # a proto enum (an int subclass in the generated stubs)
+Name = TypeVar("Name", bound=str)
 
-def enum_name(table: dict[int, str], value: int, field: str) -> str:
+
+def enum_name(table: Mapping[Enum, Name], value: Enum, field: str) -> Name:
     """A proto3 enum arrives as whatever number the sender wrote: a number outside the table is one line."""
     if value not in table:
         raise FeedError(f"{value} is not one of {', '.join(f'{n} ({s})' for n, s in table.items())}", field,
@@ -104,7 +109,7 @@ def parse_frame(message: pb.Frame, hello: Hello) -> GBufferFrame:
         rgb = _image(message.rgb, hello, f"frame {message.index}: frame.rgb").copy()
     elif message.rgb:
         raise FeedError("set, but the feed was opened without rgb", f"frame {message.index}: frame.rgb")
-    meta = {"source": f"feed:{hello.name}"}
+    meta: dict[str, Any] = {"source": f"feed:{hello.name}"}
     if message.HasField("input"):
         i = message.input
         meta["input"] = asdict(PlayerInput(i.steer, i.throttle, i.brake, i.reset, i.handbrake).clamped())
