@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
 from alaya_errors import validate
+from gbuffer.feed.messages import EngineInput, SessionEvent, Welcome, parse_studio_text
 from gbuffer.feed.protocol import HELLO, RETURN_PROTOCOL, FeedError, StyledFrame, decode_styled, encode_frame
 from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
@@ -78,16 +79,16 @@ class FeedClient:
             raise FeedError(f"cannot connect to {self.url}: {exc}", "--connect") from None
         try:
             ws.send(self.hello.to_json())
-            reply = json.loads(ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
+            reply = parse_studio_text(ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
         except ConnectionClosed as exc:
             raise FeedError(f"the studio refused the feed: {exc.rcvd.reason if exc.rcvd else exc}",
                             "--connect") from None
-        if reply.get("type") != "welcome":
-            raise FeedError(f"unexpected answer to hello: {reply}", "--connect")
-        self.welcome = reply
+        if not isinstance(reply, Welcome):
+            raise FeedError(f"unexpected answer to hello: {str(reply)[:200]}", "--connect")
+        self.welcome = reply.wire()
         self._reader = threading.Thread(target=self._read, args=(ws,), name=f"feed-{self.hello.name}", daemon=True)
         self._reader.start()
-        return reply
+        return self.welcome
 
     def _read(self, ws: ClientConnection) -> None:
         try:
@@ -95,18 +96,17 @@ class FeedClient:
                 if isinstance(message, bytes):
                     self._keep(decode_styled(message))
                     continue
-                msg = json.loads(message)
-                if msg.get("type") in ANSWERS:
-                    self._answers.put(msg)
-                elif msg.get("type") not in ("input", "event"):
-                    self.messages.append(msg)
-                if msg.get("type") == "input":
+                msg = parse_studio_text(message)
+                if isinstance(msg, EngineInput):
                     with self._lock:
-                        self._input = PlayerInput(msg["steer"], msg["throttle"], msg["brake"], msg["reset"],
-                                                  bool(msg.get("handbrake", False)))
+                        self._input = PlayerInput(msg.steer, msg.throttle, msg.brake, msg.reset, msg.handbrake)
                         self.inputs_received += 1
-                elif msg.get("type") == "event":
-                    self.events.append(msg)
+                elif isinstance(msg, SessionEvent):
+                    self.events.append(msg.wire())
+                elif isinstance(msg, dict) and msg.get("type") in ANSWERS:   # the data channel's, as documented
+                    self._answers.put(msg)
+                elif isinstance(msg, dict):
+                    self.messages.append(msg)
         except ConnectionClosed as exc:
             self.close_reason = exc.rcvd.reason if exc.rcvd else "connection lost"
         except FeedError as exc:               # a styled frame this client cannot read: stop reading

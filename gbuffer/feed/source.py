@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from gbuffer.feed.messages import EngineInput, SessionEvent
 from gbuffer.feed.protocol import CLOSE, FeedError, FeedLimits, Hello
 from gbuffer.frame import GBufferError, GBufferFrame
 from gbuffer.input import PlayerInput
@@ -16,11 +17,13 @@ from gbuffer.source import LiveSource
 
 ARRIVAL = "feed_arrival_s"          # frame.meta: time.monotonic() when the frame reached its feed
 
+ToEngine = EngineInput | SessionEvent | dict     # what goes back to the engine, as its transport writes it
+
 
 class Feed:
     """One connected external engine. Keeps only its newest frame; subscribers wait for newer ones."""
 
-    def __init__(self, hello: Hello, send: Callable[[dict], None], limits: FeedLimits = FeedLimits()):
+    def __init__(self, hello: Hello, send: Callable[[ToEngine], None], limits: FeedLimits = FeedLimits()):
         self.hello = hello
         self.name = hello.name
         self._send = send
@@ -81,7 +84,8 @@ class Feed:
         with self._cond:
             self._cond.notify_all()
 
-    def send(self, message: dict) -> None:
+    def send(self, message: ToEngine) -> None:
+        """To the engine: a feed message, or (protocol 2) a data-channel message of its session as a dict."""
         if not self.closed:
             self._send(message)
 
@@ -101,7 +105,7 @@ class FeedHub:
         self._feeds: dict[str, Feed] = {}
         self._lock = threading.Lock()
 
-    def register(self, hello: Hello, send: Callable[[dict], None]) -> Feed:
+    def register(self, hello: Hello, send: Callable[[ToEngine], None]) -> Feed:
         with self._lock:
             if hello.name in self._feeds:
                 raise FeedError(f"a feed named {hello.name!r} is already connected", "hello.name",
@@ -146,7 +150,7 @@ class FeedSource(LiveSource):
         self._closed = False
         self._interrupted = False
         feed.subscribers += 1
-        feed.send({"type": "event", "event": "session_started", "session_id": session_id})
+        feed.send(SessionEvent(event="session_started", session_id=session_id))
 
     def __iter__(self) -> Iterator[GBufferFrame]:
         while not self._closed:
@@ -158,8 +162,8 @@ class FeedSource(LiveSource):
 
     def apply_input(self, player_input: PlayerInput) -> None:
         p = player_input.clamped()
-        self.feed.send({"type": "input", "steer": p.steer, "throttle": p.throttle, "brake": p.brake,
-                        "reset": p.reset, "handbrake": p.handbrake, "session_id": self.session_id})
+        self.feed.send(EngineInput(steer=p.steer, throttle=p.throttle, brake=p.brake, reset=p.reset,
+                                   handbrake=p.handbrake, session_id=self.session_id))
 
     def frame_ready(self, timeout: float) -> bool:
         self.feed.wait_frame(self._seen, timeout, lambda: self._interrupted)
@@ -173,4 +177,4 @@ class FeedSource(LiveSource):
         if not self._closed:
             self._closed = True
             self.feed.subscribers -= 1
-            self.feed.send({"type": "event", "event": "session_ended", "session_id": self.session_id})
+            self.feed.send(SessionEvent(event="session_ended", session_id=self.session_id))

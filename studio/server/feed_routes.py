@@ -21,8 +21,10 @@ import logging
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from alaya_errors import UserError
+from gbuffer.feed.messages import Welcome
 from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, FeedLimits, Hello, decode_frame,
                                    encode_styled, max_message_bytes, parse_hello)
+from gbuffer.feed.source import ToEngine
 from studio.server.deps import FeedsDep, ManagerDep, SettingsDep, VisitorsDep
 from studio.server.engine_link import EngineLink, OutputRequest, parse_output
 from studio.server.models import FeedInfo
@@ -76,10 +78,10 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
         await ws.close(CLOSE["unauthorized"], "a valid token is required (Authorization: Bearer TOKEN)")
         return
     loop = asyncio.get_running_loop()
-    outbox: asyncio.Queue[dict] = asyncio.Queue(OUTBOX_SIZE)
+    outbox: asyncio.Queue[ToEngine] = asyncio.Queue(OUTBOX_SIZE)
     sending = asyncio.Lock()          # text and styled frames go out from two tasks, a message at a time
 
-    def send(message: dict) -> None:  # any thread; the newest input wins if the engine reads slowly
+    def send(message: ToEngine) -> None:  # any thread; the newest input wins if the engine reads slowly
         def put() -> None:
             if outbox.full():
                 outbox.get_nowait()
@@ -88,7 +90,8 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
 
     async def pump() -> None:
         while True:
-            text = json.dumps(await outbox.get())
+            message = await outbox.get()
+            text = json.dumps(message) if isinstance(message, dict) else message.text()
             async with sending:
                 await ws.send_text(text)
 
@@ -105,12 +108,13 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
         hello = parse_hello(raw, hub.limits)
         request = _output_request(hello)
         feed = hub.register(hello, send)
-        welcome = {"type": "welcome", "protocol": hello.protocol, "source": f"feed:{hello.name}",
-                   "max_fps": hub.limits.max_fps, "max_pixels": hub.limits.max_pixels}
+        session = {}
         if request is not None:
             link = await _open_link(manager, visitors, settings, feed, request)
-            welcome.update(link.welcome())
-        await ws.send_text(json.dumps(welcome))
+            session = link.welcome()
+        welcome = Welcome(protocol=hello.protocol, source=f"feed:{hello.name}", max_fps=hub.limits.max_fps,
+                          max_pixels=hub.limits.max_pixels, **session)
+        await ws.send_text(welcome.text())
         tasks.append(loop.create_task(pump(), name=f"feed-pump-{hello.name}"))
         controls = None
         if link is not None:

@@ -18,8 +18,9 @@ import grpc
 from alaya_errors import UserError
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
 from gbuffer.feed.grpc.messages import FORMAT_IDS, output_request, parse_frame
+from gbuffer.feed.messages import EngineInput, SessionEvent
 from gbuffer.feed.protocol import CLOSE, FeedError, Hello, StyledFrame
-from gbuffer.feed.source import Feed
+from gbuffer.feed.source import Feed, ToEngine
 from gbuffer.input import PlayerInput
 from studio.server.engine_link import EngineLink, parse_output
 from studio.server.feed_routes import CONTROL_BACKLOG, HELLO_TIMEOUT_S, OUTBOX_SIZE
@@ -56,7 +57,7 @@ class Outgoing:
         self.finished = False
         self._wake = asyncio.Event()
 
-    def send(self, message: dict) -> None:
+    def send(self, message: ToEngine) -> None:
         """The feed's back-channel (Feed.send), from any thread."""
         self.loop.call_soon_threadsafe(self.put, feed_message(message))
 
@@ -91,15 +92,15 @@ class Outgoing:
             await self._wake.wait()
 
 
-def feed_message(message: dict) -> pb.StudioMessage:
-    """A feed back-channel message (gbuffer/feed/source.py: input, event) as a StudioMessage."""
-    if message.get("type") == "input":
-        p = PlayerInput(message["steer"], message["throttle"], message["brake"], message["reset"],
-                        message.get("handbrake", False))
+def feed_message(message: ToEngine) -> pb.StudioMessage:
+    """A feed back-channel message (gbuffer/feed/source.py: input, event; a data-channel dict) as a
+    StudioMessage."""
+    if isinstance(message, EngineInput):
+        p = PlayerInput(message.steer, message.throttle, message.brake, message.reset, message.handbrake)
         return pb.StudioMessage(input=pb.PlayerInput(steer=p.steer, throttle=p.throttle, brake=p.brake,
                                                      reset=p.reset, handbrake=p.handbrake))
-    if message.get("type") == "event":
-        return pb.StudioMessage(event=pb.Event(event=message["event"], session_id=message.get("session_id", "")))
+    if isinstance(message, SessionEvent):
+        return pb.StudioMessage(event=pb.Event(event=message.event, session_id=message.session_id))
     return channel_message(message)
 
 
