@@ -51,7 +51,7 @@ def _anchors(path):
 def broken_links():
     bad, cache = [], {}
     for md in _md_files():
-        for lineno, line in enumerate(_prose(md), 1):
+        for line in _prose(md):
             for target in LINK.findall(line):
                 if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
                     continue  # http:, mailto: and the like are not checked here
