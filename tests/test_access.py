@@ -220,8 +220,9 @@ def test_an_offer_with_the_visitors_key_starts_another_session_of_the_same_visit
 
 def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, visitors):
     first, second, loop = visitors
-    put = lambda name, who, frames=2: httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(frames),
-                                                headers=who, timeout=60)
+    def put(name, who, frames=2):
+        return httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(frames), headers=who,
+                         timeout=60)
     assert put("mine.npy", {}).status_code == 401
     assert put("mine.npy", bearer("made-up")).status_code == 401
     assert put("mine.npy", first.auth).status_code == 200 and put("mine2.npy", first.auth).status_code == 200
@@ -231,7 +232,8 @@ def test_uploads_belong_to_their_visitor_and_a_visitor_holds_at_most_n(studio, v
     taken = put("mine.npy", second.auth)
     assert taken.status_code == 409 and "another visitor" in taken.json()["error"]
     # another visitor's upload is not offered to the second one, nor playable, nor renderable by it
-    listed = lambda who: {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who, timeout=60).json()}
+    def listed(who):
+        return {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who, timeout=60).json()}
     assert "uploads/mine.npy" in listed(first.auth) and "uploads/mine.npy" not in listed(second.auth) | listed({})
     assert "seq" in listed(second.auth)                       # the data dir's own sequences are everyone's
     sdp = loop.run(recvonly_offer_sdp(data_channel=True))
@@ -275,8 +277,8 @@ def test_an_upload_cannot_pair_with_another_visitors_window(studio, visitors):
     """X.npy and X.rgb.npy are read as one sequence: a second visitor's X.rgb.npy beside the first one's X.npy
     would change what the first one plays (and its errors would describe the first one's file)."""
     first, second, _ = visitors
-    put = lambda name, who: httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(), headers=who,
-                                      timeout=60)
+    def put(name, who):
+        return httpx.put(f"{studio.url}/api/ui/uploads/{name}", content=npy_bytes(), headers=who, timeout=60)
     assert put("pair.npy", first.auth).status_code == 200
     try:
         taken = put("pair.rgb.npy", second.auth)
@@ -300,7 +302,8 @@ def test_takes_count_against_their_visitor_and_answers_name_no_server_path(studi
     stopped = loop.run(second.wait_message("take", state="stopped", timeout=120))
     assert stopped["frames"] > 0, stopped
     source = f"take:{started['take_id']}"
-    shown = lambda who: source in {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who).json()}
+    def shown(who):
+        return source in {s["id"] for s in httpx.get(f"{studio.url}/api/ui/sources", headers=who).json()}
     assert shown(second.auth) and not shown(first.auth) and shown(AS_ADMIN)
     schedule = f"{studio.url}/api/ui/takes/{started['take_id']}/schedule"
     assert httpx.get(schedule, headers=first.auth).status_code == 400

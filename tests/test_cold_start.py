@@ -83,7 +83,8 @@ def test_health_says_when_free_text_matching_is_warm(warm):
     """A soak or a load balancer waits on it: null when the server does not warm the matcher up, else false until
     the background warm-up is over and true after."""
     with BackgroundServer(Settings(port=0, max_sessions=1, width=96, height=64, warm_text_matching=warm)) as studio:
-        health = lambda: httpx.get(f"{studio.url}/api/health", timeout=30).json()
+        def health():
+            return httpx.get(f"{studio.url}/api/health", timeout=30).json()
         if not warm:
             assert health()["text_matching_ready"] is None
         else:

@@ -171,7 +171,7 @@ def test_an_engine_that_stops_reading_stalls_nothing_and_hears_what_it_missed():
             await lockstep(slow, slow_feed, [0])
             for i in range(1, 9):       # `slow` reads nothing meanwhile; its session renders every frame anyway
                 push(slow_feed, i)
-                await until(lambda: slow.slot.produced > i, f"frame {i} of the engine that stopped reading")
+                await until(lambda i=i: slow.slot.produced > i, f"frame {i} of the engine that stopped reading")
             assert [f.index for f in await lockstep(other, other_feed, range(10))] == list(range(10))
             frame = await slow.next_frame()
             assert (frame.index, frame.missed) == (8, 7)

@@ -223,7 +223,7 @@ def test_an_engine_that_stops_reading_stalls_nothing_and_hears_what_it_missed(st
             picture = synthetic_gbuffer(w, h).data
             for i in range(count):          # each frame rendered (the session waits for none of its sends)
                 stalled.send(encode_frame(GBufferFrame(i, i / 30, picture)))
-                wait_until(lambda: session.latest_frame is not None and session.latest_frame.gbuffer.index == i,
+                wait_until(lambda i=i: session.latest_frame is not None and session.latest_frame.gbuffer.index == i,
                            30, f"the stalled engine's session to render frame {i}", poll=0.005)
                 if i % 5 == 0:
                     assert [f.index for f in lockstep(reader, [i])] == [i]

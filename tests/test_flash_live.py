@@ -220,7 +220,8 @@ def test_the_served_codec_runs_channels_last_with_the_same_frames(tmp_path):
     FlashPipeline.random(dataclasses.replace(get_config("tiny"), refiner_looks=2), 0, None, "cpu").save(tmp_path)
     fast = create_renderer("flash", weights=str(tmp_path), chunk_size=4)
     plain = create_renderer("flash", weights=str(tmp_path), chunk_size=4)
-    codecs = lambda pipe: (pipe.gbuffer_encoder, pipe.decoder, pipe.refiner)
+    def codecs(pipe):
+        return (pipe.gbuffer_encoder, pipe.decoder, pipe.refiner)
     for module in codecs(plain.pipeline):                       # back to the layout the library made
         module.to(memory_format=torch.contiguous_format)
     for fast_module, plain_module in zip(codecs(fast.pipeline), codecs(plain.pipeline)):

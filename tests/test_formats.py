@@ -112,7 +112,8 @@ def test_npy_truncated_corrupt_and_missing_files(tmp_path, rng):
     archive = tmp_path / "pack.npy"
     with open(archive, "wb") as f:
         np.savez(f, a=np.zeros(3))
-    for path, problem in [(truncated, "truncated or corrupt"), (garbage, r"not a G-buffer window \(expected a uint8 array \(T, 5, H, W, 3\)\)"),
+    for path, problem in [(truncated, "truncated or corrupt"),
+                          (garbage, r"not a G-buffer window \(expected a uint8 array \(T, 5, H, W, 3\)\)"),
                           (archive, "npz"), (tmp_path / "absent.npy", "not found")]:
         with pytest.raises(GBufferError, match=problem) as exc:
             NpyWindowsSource([path])

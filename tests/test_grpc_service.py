@@ -157,10 +157,12 @@ def test_a_session_watches_a_grpc_feed_and_drives_it(studio, stub):
 
 
 BAD_STREAMS = [
-    ("frame before open", [_frame()], grpc.StatusCode.INVALID_ARGUMENT, "open: the first message must be open, got frame"),
+    ("frame before open", [_frame()], grpc.StatusCode.INVALID_ARGUMENT,
+     "open: the first message must be open, got frame"),
     ("empty message", [pb.EngineMessage()], grpc.StatusCode.INVALID_ARGUMENT,
      "open: the first message must be open, got an empty message"),
-    ("bad name", [_open("ok", name="../x")], grpc.StatusCode.INVALID_ARGUMENT, "open.name: String should match pattern"),
+    ("bad name", [_open("ok", name="../x")], grpc.StatusCode.INVALID_ARGUMENT,
+     "open.name: String should match pattern"),
     ("bad enum", [_open("enum", compression=5)], grpc.StatusCode.INVALID_ARGUMENT,
      "open.compression: 5 is not one of 0 (none), 1 (zlib)"),
     ("missing size", [_open("nosize", width=0)], grpc.StatusCode.INVALID_ARGUMENT, "open.width: Input should be"),
@@ -341,7 +343,7 @@ def test_an_engine_that_stops_reading_stalls_nothing_and_then_hears_what_it_miss
             def stream_without_reading():         # 11 MB of styled frames back: past the transport's buffers
                 for i in range(FRAMES):
                     engine.send(frame_message(synthetic_gbuffer(416, 224, i / 30, i)))
-                    wait_until(lambda: session.rollout.frame_index > i, 30, f"frame {i} rendered")
+                    wait_until(lambda i=i: session.rollout.frame_index > i, 30, f"frame {i} rendered")
 
             await asyncio.to_thread(stream_without_reading)     # the renderer kept pace with the engine
             await viewer.wait_frames(n + 10)                    # and the other session streamed on

@@ -42,7 +42,9 @@ SELECTED_PAIR = """async (peer) => {
 # but TURN through, while the studio itself allows every path (so its other sessions may go direct).
 FORCE_RELAY = """(() => {
   const Native = window.RTCPeerConnection;
-  window.RTCPeerConnection = function (config) { return new Native({ ...(config || {}), iceTransportPolicy: "relay" }); };
+  window.RTCPeerConnection = function (config) {
+    return new Native({ ...(config || {}), iceTransportPolicy: "relay" });
+  };
   window.RTCPeerConnection.prototype = Native.prototype;
 })();"""
 

@@ -21,7 +21,8 @@ def cond(name: str) -> Conditioning:
 
 
 def weight(conditioning: Conditioning, preset: str) -> float:
-    return sum(p.weight for p in conditioning.prompts if p.preset == preset) / sum(p.weight for p in conditioning.prompts)
+    total = sum(p.weight for p in conditioning.prompts)
+    return sum(p.weight for p in conditioning.prompts if p.preset == preset) / total
 
 
 def play(timeline: LiveTimeline, frames) -> list[Conditioning]:
@@ -58,7 +59,8 @@ def test_a_transition_past_the_wrap_carries_on_into_the_next_passes(at, transiti
 
 
 def test_the_loop_length_is_the_looping_schedules_else_the_recordings():
-    looping = Schedule.from_json({"version": 1, "length": 90, "loop": True, "segments": [{"start": 0, "prompt": "polar"}]})
+    looping = Schedule.from_json({"version": 1, "length": 90, "loop": True,
+                                  "segments": [{"start": 0, "prompt": "polar"}]})
     assert LiveTimeline(looping, source_loop=16).loop_length() == 90
     assert LiveTimeline(Schedule.single("polar"), source_loop=16).loop_length() == 16
     assert LiveTimeline(Schedule.single("polar")).loop_length() is None
@@ -133,7 +135,8 @@ def test_a_schedule_applied_after_its_length_has_passed_begins_at_the_frame_on_s
 
 @pytest.mark.parametrize("schedule, now", [
     (fixed(637, (0, "polar"), (80, "volcano")), 300),                       # within its length: as it is
-    (Schedule.from_json({"version": 1, "length": 90, "loop": True, "segments": [{"start": 0, "prompt": "polar"}]}), 900),
+    (Schedule.from_json({"version": 1, "length": 90, "loop": True,
+                         "segments": [{"start": 0, "prompt": "polar"}]}), 900),
     (Schedule.single("volcano"), 900)])                                      # open-ended
 def test_within_its_length_on_a_loop_or_open_ended_a_schedule_applies_as_it_is(schedule, now):
     timeline = LiveTimeline(Schedule.single("cyberpunk"))

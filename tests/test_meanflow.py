@@ -48,7 +48,8 @@ def test_one_mean_flow_step_beats_one_flow_matching_step_on_two_points():
     g = torch.Generator().manual_seed(0)
     flow, mean = mlp(2), mlp(3)
     opt_flow, opt_mean = torch.optim.Adam(flow.parameters(), 3e-3), torch.optim.Adam(mean.parameters(), 3e-3)
-    u = lambda x, r, t: mean(torch.cat([x, r[:, None], t[:, None]], dim=1))
+    def u(x, r, t):
+        return mean(torch.cat([x, r[:, None], t[:, None]], dim=1))
     for _ in range(600):
         z, n, t = two_points(256, g), torch.randn(256, 1, generator=g), torch.rand(256, generator=g)
         x = FewStepSampler.add_noise(z, n, t[:, None])
@@ -76,8 +77,10 @@ def test_the_mean_flow_sampler_lands_exactly_with_the_true_average_velocity():
     maps z_t to z_t sd_r / sd_t, so u(z, r, t) = z (1 - sd_r / sd_t) / (t - r). Four jumps land on n * s exactly;
     Euler with the instantaneous velocity v = z sd_t' / sd_t does not (the check can tell them apart)."""
     s = 0.3
-    sd = lambda t: ((1 - t) ** 2 * s ** 2 + t ** 2) ** 0.5
-    dsd = lambda t: (t - (1 - t) * s ** 2) / sd(t)
+    def sd(t):
+        return ((1 - t) ** 2 * s ** 2 + t ** 2) ** 0.5
+    def dsd(t):
+        return (t - (1 - t) * s ** 2) / sd(t)
     jumps, euler = FewStepSampler(num_steps=4, shift=5.0, mean_flow=True), FewStepSampler(num_steps=4, shift=5.0)
     sigmas = jumps.sigmas().tolist()
     n = torch.randn(1000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -117,11 +120,14 @@ def test_the_jvp_total_derivative_of_the_transformer_equals_a_finite_difference(
     inputs = history_inputs(trainee.config)
     inputs = type(inputs)(**{k: t.double() if t.is_floating_point() else t for k, t in vars(inputs).items()})
     t, r = torch.tensor([0.7, 0.4], dtype=torch.float64), torch.tensor([0.2, 0.1], dtype=torch.float64)
-    u = lambda x_, r_, t_: trainee.velocity(x_, t_, gbuf, prompt, inputs, r_)
+    def u(x_, r_, t_):
+        return trainee.velocity(x_, t_, gbuf, prompt, inputs, r_)
     dudt = total_derivative(u, x, r, t, v)
     eps = 2e-5       # timesteps are 1000 t into sinusoids (u turns fast in t); Helios modulates in fp32
-    along = lambda dr: (u(x + eps * v, r + dr, t + eps) - u(x - eps * v, r - dr, t - eps)) / (2 * eps)
-    error = lambda a, b: float((a - b).norm() / b.norm())
+    def along(dr):
+        return (u(x + eps * v, r + dr, t + eps) - u(x - eps * v, r - dr, t - eps)) / (2 * eps)
+    def error(a, b):
+        return float((a - b).norm() / b.norm())
     assert error(dudt, along(0.0)) < 5e-3       # measured 7e-4
     # and it is the *total* derivative with r held: moving r too, or leaving t out, gives another one
     assert error(dudt, along(eps)) > 2e-2
@@ -172,7 +178,8 @@ def test_a_mean_flow_directory_round_trips_and_inspect_tells_the_variants_apart(
         report = json.loads(capsys.readouterr().out)
         assert report["loads"] and report["mean_flow"] is (name == "meanflow")
         loaded = FlashPipeline.from_dir(tmp_path / name, device="cpu")
-        assert loaded.config.interval_embedding is (name == "meanflow") and loaded.sampler.mean_flow is (name == "meanflow")
+        meanflow = name == "meanflow"
+        assert loaded.config.interval_embedding is meanflow and loaded.sampler.mean_flow is meanflow
     assert cli(["flash", "inspect", str(tmp_path / "meanflow")]) == 0
     assert "mean flow" in capsys.readouterr().out
     # a config that says mean flow over weights without the embedding does not load, and says why

@@ -23,8 +23,9 @@ def test_an_address_with_offers_still_connecting_gets_a_429_until_they_connect_o
     loop = LoopThread()
     try:
         with BackgroundServer(settings) as server:
-            offer = lambda: httpx.post(f"{server.url}/api/webrtc/offer", timeout=60, json={
-                "sdp": loop.run(recvonly_offer_sdp()), "size": "64x32"})   # its peer is gone: it never connects
+            def offer():
+                return httpx.post(f"{server.url}/api/webrtc/offer", timeout=60, json={
+                    "sdp": loop.run(recvonly_offer_sdp()), "size": "64x32"})   # its peer is gone: it never connects
             assert offer().status_code == 200
             squat = offer()
             assert squat.status_code == 429 and "still connecting" in squat.json()["error"], squat.text

@@ -16,7 +16,6 @@ from pythonosc.udp_client import SimpleUDPClient
 
 from helpers.browser import ADMIN, AS_ADMIN
 from helpers.sessions import wait_no_sessions
-from prompt_presets import Conditioning, resolve_prompt
 from studio.server import Settings
 from studio.server.background import BackgroundServer
 from studio.server.commands import SessionParts, switch_now

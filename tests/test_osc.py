@@ -137,7 +137,7 @@ def test_a_thousand_malformed_packets_are_counted_and_the_session_streams_on(stu
                 for _ in range(50):
                     sock.sendto(junk(rng, viewer.session_id), ("127.0.0.1", studio.settings.osc_port))
                     sent += 1
-                await viewer.wait_until(lambda: sum(osc_counts(studio)) - applied0 - rejected0 >= sent, 30,
+                await viewer.wait_until(lambda sent=sent: sum(osc_counts(studio)) - applied0 - rejected0 >= sent, 30,
                                         f"the studio to read {sent} packets")
             applied, rejected = osc_counts(studio)
             assert rejected - rejected0 >= 900 and (applied - applied0) + (rejected - rejected0) == sent

@@ -3,7 +3,6 @@ into a paired .gbuf.zip whose channels read back within two levels of gbuffer/en
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 

@@ -40,7 +40,7 @@ def recordings(tmp_path_factory) -> dict[str, Path]:
     """Paired engine recordings from `record --rgb`: two training seeds and one held out."""
     d = tmp_path_factory.mktemp("pairs")
     out = {"a": d / "seed1.gbuf.zip", "b": d / "seed2.gbuf.zip", "held": d / "seed3.gbuf.zip"}
-    for (name, path), seed, frames in zip(out.items(), (1, 2, 3), (24, 24, 16)):
+    for path, seed, frames in zip(out.values(), (1, 2, 3), (24, 24, 16)):
         assert cli("record", "--frames", frames, "--size", SIZE, "--seed", seed, "--rgb", "--fps", 15,
                    "-o", path) == 0
     return out

@@ -75,7 +75,8 @@ def test_the_render_status_never_contradicts_the_button(page):
             s.renderWatch = new MutationObserver(note);
             for (const el of [b, st]) s.renderWatch.observe(el, {childList: true, characterData: true, subtree: true});
             b.click(); note(); }""")
-        wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90, "the render never finished")
+        wait_until(lambda: link.is_visible() and page.locator("#tl-render").is_enabled(), 90,
+                   "the render never finished")
         assert page.locator("#tl-render-status").inner_text().startswith("done: 8 frames")
         seen = page.evaluate("window.alayaStudio.renderSeen")
         both = [(b, st) for b, st in seen if b.startswith("Rendering") and st.startswith("done")]

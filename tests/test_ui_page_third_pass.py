@@ -37,7 +37,7 @@ def test_preset_keys_while_eight_worlds_loops_keep_all_its_blocks(page, server):
         frame = status(page)["frame"]
         page.keyboard.press(key)
         name = page.evaluate(f"window.alayaStudio.hotkeyPresets[{int(key) - 1}].name")
-        wait_until(lambda: status(page).get("frame", 0) > frame + 40, 30, "the stream stopped")
+        wait_until(lambda frame=frame: status(page).get("frame", 0) > frame + 40, 30, "the stream stopped")
         kept = blocks(server_schedule(server, page))
         overrides = [b for b in kept if b not in blocks(applied)]
         pressed.append([{"preset": name, "weight": 1.0}])

@@ -47,7 +47,9 @@ def test_the_drawn_ramp_is_the_schedules_own_curve(page):
 def spy_sent(page) -> None:
     """Record every data-channel message the page sends from now on (window.alayaStudio.sent)."""
     page.evaluate("""() => { const s = window.alayaStudio; s.sent = [];
-        if (!s.realSend) { s.realSend = s.send; s.send = function (m) { this.sent.push(m); return this.realSend(m); }; } }""")
+        if (!s.realSend) {
+            s.realSend = s.send; s.send = function (m) { this.sent.push(m); return this.realSend(m); };
+        } }""")
 
 
 def sent_switches(page) -> list[dict]:
@@ -121,14 +123,19 @@ def test_every_box_resolves_prompt_text_the_same_way_and_the_timeline_shows_what
     wait_until(lambda: len(server_schedule(server, page)["segments"]) == 2, 20, "the timeline did not apply")
     settled(page)
     timeline_prompts = "window.alayaStudio.timeline.doc.segments[1].prompts"
-    for typed, preset in (("lava", "volcano"), ("Holy Gold", "holy_gold")):
+
+    def set_prompt(typed: str, preset: str) -> None:
         page.click(".tl-block[data-index='1']")
         page.fill("#tl-seg-prompt", typed)
         page.click("#tl-seg-set")
-        wait_until(lambda: server_schedule(server, page)["segments"][1]["prompts"] == [{"preset": preset, "weight": 1.0}],
+        wanted = [{"preset": preset, "weight": 1.0}]
+        wait_until(lambda: server_schedule(server, page)["segments"][1]["prompts"] == wanted,
                    20, lambda: f"{typed!r}: the session has {server_schedule(server, page)['segments'][1]}")
-        wait_until(lambda: page.evaluate(timeline_prompts) == [{"preset": preset, "weight": 1.0}], 20,
+        wait_until(lambda: page.evaluate(timeline_prompts) == wanted, 20,
                    lambda: f"{typed!r}: the timeline shows {page.evaluate(timeline_prompts)}")
+
+    for typed, preset in (("lava", "volcano"), ("Holy Gold", "holy_gold")):
+        set_prompt(typed, preset)
     assert "unknown preset" not in message(page)
     page.fill("#alaya-transition", "0")
     page.fill("#alaya-prompt", "LAVA")                            # the prompt box: the same preset
@@ -215,7 +222,8 @@ def test_a_live_switch_on_a_looping_recording_takes_the_whole_loop(browser, serv
             page.click(".alaya-tile[data-preset=polar]")
             wait_until(lambda: recent_labels(page, 40) == {"polar"}, 120,
                        lambda: f"the transition never completed: {page.evaluate('window.alayaStudio.seen.slice(-20)')}")
-            assert [s["prompts"] for s in server_schedule(server, page)["segments"]] == [[{"preset": "polar", "weight": 1.0}]]
+            assert ([s["prompts"] for s in server_schedule(server, page)["segments"]]
+                    == [[{"preset": "polar", "weight": 1.0}]])
             wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 1, 20,
                        "the timeline does not show the loop's one style")
             assert "the whole loop from the next pass" in page.locator("#tl-info").inner_text()
@@ -249,7 +257,8 @@ def test_quick_switches_and_a_blend_drag_make_one_block(page, server):
     doc = {"version": 1, "fps": 30, "segments": [{"start": 0, "prompts": [{"preset": "cyberpunk"}]}]}
     page.evaluate("doc => window.alayaStudio.timeline.set(doc)", doc)
     wait_until(lambda: len(server_schedule(server, page)["segments"]) == 1, 20, "the timeline did not apply")
-    switch_in_turn(page, [{"type": "preset", "name": name, "transition": 16} for name in ("volcano", "polar", "infrared")])
+    switch_in_turn(page, [{"type": "preset", "name": name, "transition": 16}
+                          for name in ("volcano", "polar", "infrared")])
     segments = server_schedule(server, page)["segments"]
     assert len(segments) == 2 and segments[1]["prompts"] == [{"preset": "infrared", "weight": 1.0}], segments
     # the drag comes more than a second (and a transition) after that block began, so it is a block of its own;
@@ -295,7 +304,8 @@ def test_loop_on_the_live_engine_explains_itself_and_a_new_source_starts_its_own
             page.click("#tl-eight")                                    # a timeline the visitor built: L loops it
             wait_until(lambda: server_schedule(server, page).get("length") == 637, 20, "eight worlds never applied")
             page.click("#alaya-loop")
-            wait_until(lambda: server_schedule(server, page).get("loop") is True, 20, "L did not loop the built timeline")
+            wait_until(lambda: server_schedule(server, page).get("loop") is True, 20,
+                       "L did not loop the built timeline")
 
             path = tmp_path / "clip12.npy"
             np.save(path, np.random.default_rng(6).integers(0, 256, (12, 5, 32, 48, 3), dtype=np.uint8))
@@ -311,7 +321,8 @@ def test_loop_on_the_live_engine_explains_itself_and_a_new_source_starts_its_own
 def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, server, tmp_path):
     with sessions_end_with_the_block(server):   # the next test finds their slots free
         page = open_studio(browser, server)
-        playhead_in_view = """() => { const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
+        playhead_in_view = """() => {
+            const tl = document.querySelector('#tl'), ph = document.querySelector('#tl-playhead');
             const x = ph.getBoundingClientRect().left - tl.getBoundingClientRect().left;
             return x >= 0 && x <= tl.clientWidth - 1; }"""
         try:
@@ -325,7 +336,8 @@ def test_the_ruler_fits_the_source_and_the_playhead_stays_in_view(browser, serve
             np.save(path, np.random.default_rng(7).integers(0, 256, (15, 5, 32, 48, 3), dtype=np.uint8))
             play_upload(page, path)
             assert page.evaluate("window.alayaStudio.timeline.viewFrames") == 15, page.evaluate(
-                "(() => { const t = window.alayaStudio.timeline; return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
+                "(() => { const t = window.alayaStudio.timeline;"
+                " return [t.sourceFrames, t.extent, t.doc, window.alayaStudio.hello]; })()")
             page.wait_for_function(f"""() => window.alayaStudio.lastStatus?.frame > 7 && ({playhead_in_view})()
                 && document.querySelector('#tl-playhead').getBoundingClientRect().left -
                    document.querySelector('#tl').getBoundingClientRect().left > 100""", timeout=30_000)
@@ -359,7 +371,9 @@ def test_the_first_free_text_prompt_never_stalls_the_stream(browser, tmp_path):
         page.goto(f"{url}/?size={SIZE}")
         wait_until(lambda: status(page).get("frame", 0) > 0, 90, "the video never played")
         page.evaluate("""() => { const s = window.alayaStudio, real = s.onMessage; s.log = [];
-            s.onMessage = function (m) { this.log.push(m.type === 'ack' ? 'ack:' + m.request : m.type); real.call(this, m); }; }""")
+            s.onMessage = function (m) {
+                this.log.push(m.type === 'ack' ? 'ack:' + m.request : m.type); real.call(this, m);
+            }; }""")
         text = "molten rock and fire under an ash sky"
         page.fill("#alaya-transition", "0")
         page.fill("#alaya-prompt", text)
@@ -390,7 +404,8 @@ def test_the_inspector_overlay_and_charts_stay_readable(page):
     try:
         page.wait_for_function("""() => { const c = window.alayaStudio.charts[2];
             return c.legendBoxes && c.legendBoxes.length > 2 && c.canvas.width < 500; }""", timeout=30_000)
-        boxes, width = page.evaluate("[window.alayaStudio.charts[2].legendBoxes, window.alayaStudio.charts[2].canvas.width]")
+        boxes, width = page.evaluate(
+            "[window.alayaStudio.charts[2].legendBoxes, window.alayaStudio.charts[2].canvas.width]")
         assert all(b["x"] + b["width"] <= width for b in boxes), (boxes, width)
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
