@@ -2,7 +2,9 @@
 
 Starts `python app.py` as a subprocess, opens /studio in headless Chromium, loads the eight-worlds timeline
 (applied live), waits until the stream has played into its third world and the stats have a few seconds of
-history, and saves a screenshot of the page. Its figures (FPS, latency) are what this machine gives then. `python docs/make_studio_picture.py [--out FILE]`.
+history, and saves a screenshot of the page. Its figures (FPS, latency) are what this machine gives then.
+
+    python docs/make_studio_picture.py [--out FILE]
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Which visitor owns which upload and take, kept beside them so that a restart changes nobody's rights (issue 26).
 
 One small JSON file (`.alaya-owners.json` in the data dir; a bare app with no data dir keeps ownership for its run
-only), rewritten atomically on each change: per visitor, the SHA-256 of its owner key (never the key, so the file is no credential) and the names of
-what it holds, relative to their folders (an upload's name in the uploads folder, a take's id). A page that kept
+only), rewritten atomically on each change: per visitor, the SHA-256 of its owner key (never the key, so the file
+is no credential) and the names of what it holds, relative to their folders (an upload's name in the uploads
+folder, a take's id). A page that kept
 its key (sessionStorage) and offers with it after a restart is the same visitor again, with its uploads and takes.
 
 A file that cannot be read, or that names files outside their folders, gets one log line and is set aside: the
