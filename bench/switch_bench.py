@@ -11,12 +11,16 @@ Definitions (one machine, one clock):
   glass-to-glass    the server started rendering the chunk of frame k → the viewer decoded the picture stamped k
                     (as bench/webrtc_bench.py), over the same run
   frame_ms          one frame period at the stream's rate
+  beat error        with --bpm: the session gets that tempo (a downbeat when it is sent) and every switch is
+                    quantized to the next beat; how far the first new picture's decode lands from the nearest
+                    beat, in frame periods (signed: late is positive). The studio places the switch on the frame
+                    it sends on the beat, so this is the sent → decoded delay plus the grid's error.
 
     python -m bench.switch_bench --size 416x224 --switches 30
+    python -m bench.switch_bench --size 416x224 --switches 30 --bpm 120
     python -m bench.switch_bench --size 416x224 --switches 30 --renderer flash --renderer-option num_steps=1
 
-`--bpm` and `--browser` (beat-quantized switches; measured in Chromium) are not built yet: asking for them exits
-with one line saying so.
+`--browser` (the same in Chromium) is not built yet: asking for it exits with one line saying so.
 """
 
 from __future__ import annotations
@@ -45,22 +49,35 @@ def first_new_picture(viewer: StudioViewer, label: str, sent_at: float) -> float
     return None
 
 
-async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int) -> dict:
+async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
+                  bpm: float | None = None) -> dict:
     rng = random.Random(seed)
-    latencies = []
+    latencies, beat_errors = [], []
     async with StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False) as viewer:
         await viewer.wait_frames(1, timeout=120)
         await asyncio.sleep(warmup)
+        anchor = None
+        if bpm is not None:
+            mark = len(viewer.messages)
+            anchor = time.time()                 # the studio's downbeat: when it reads this, a millisecond on
+            await viewer.send({"type": "tempo", "bpm": bpm})
+            await viewer.wait_message("ack", after=mark, request="tempo")
         t0 = time.time()
         for i in range(switches):
             await asyncio.sleep(rng.uniform(0.6, 1.2))
             preset = PRESETS[i % 2]
             sent_at = time.time()
-            mark = await viewer.send({"type": "preset", "name": preset, "transition": 0})
+            switch = {"type": "preset", "name": preset, "transition": 0}
+            mark = await viewer.send({**switch, "quantize": "beat"} if bpm is not None else switch)
             await viewer.wait_message("ack", after=mark, request="preset")
             await viewer.wait_until(lambda p=preset, t=sent_at: first_new_picture(viewer, p, t) is not None, 30,
                                     f"the first {preset} picture")
-            latencies.append((first_new_picture(viewer, preset, sent_at) - sent_at) * 1e3)
+            shown = first_new_picture(viewer, preset, sent_at)
+            latencies.append((shown - sent_at) * 1e3)
+            if bpm is not None and anchor is not None:
+                period = 60.0 / bpm
+                beat = anchor + round((shown - anchor) / period) * period
+                beat_errors.append((shown - beat) * fps)
         g2g = latencies_ms(viewer, t0)
         chunk = next((m["chunk_size"] for m in reversed(viewer.statuses())), None)
     return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk,
@@ -69,7 +86,10 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
             "switch_max_ms": round(float(np.max(latencies)), 1),
             "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1) if g2g else None,
             "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1) if g2g else None,
-            "frame_ms": round(1e3 / fps, 1)}
+            "frame_ms": round(1e3 / fps, 1),
+            **({"bpm": bpm, "beat_error_p50_frames": round(float(np.percentile(beat_errors, 50)), 2),
+                "beat_error_p95_frames": round(float(np.percentile(np.abs(beat_errors), 95)), 2)}
+               if beat_errors else {})}
 
 
 def main() -> int:
@@ -82,16 +102,20 @@ def main() -> int:
     ap.add_argument("--weights", help="weights directory for --renderer flash (e.g. a trained nano)")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0, help="the switches' random moments")
-    ap.add_argument("--bpm", type=float, help="not built yet")
+    ap.add_argument("--bpm", type=float, help="quantize every switch to the beat of this tempo")
     ap.add_argument("--browser", action="store_true", help="not built yet")
     args = ap.parse_args()
-    if args.bpm is not None or args.browser:
-        print("error: --bpm and --browser are not built yet (issue 44 items 4 and 1)", file=sys.stderr)
+    if args.browser:
+        print("error: --browser is not built yet (issue 44 item 1): this measures with the aiortc viewer",
+              file=sys.stderr)
+        return 2
+    if args.bpm is not None and not 20 <= args.bpm <= 300:
+        print(f"error: --bpm {args.bpm:g} is not within 20..300", file=sys.stderr)
         return 2
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
     options += ["--weights", args.weights] if args.weights else []
     with studio(1, args.renderer, options) as st:
-        result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed))
+        result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed, args.bpm))
     result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": "aiortc", **result}
     print(json.dumps(result))
     write_json(args.json, result)

@@ -53,12 +53,15 @@ class SessionReports:
         return status
 
     def frame_at(self, when: float) -> float | None:
-        """The timeline frame this session sends at wall-clock `when` (Unix seconds), at its rate from the last
-        frame it sent; None before its first. (Paused, no frame is sent then: the one after it is.)"""
+        """The timeline frame this session sends at wall-clock `when` (Unix seconds), from the last frame it sent
+        at the rate it is sending (a renderer slower than the target sends fewer frames than asked); None before
+        its first. (Paused, no frame is sent then: the one after it is.)"""
         last = self.last_sent
         if last.frame is None or last.sent_wall is None:
             return None
-        return last.frame + (when - last.sent_wall) * self.fps
+        measured = self.track.meter.fps
+        rate = measured if measured > 0 else self.fps
+        return last.frame + (when - last.sent_wall) * rate
 
     def stats(self, **facts) -> dc.StatsReport:
         """`facts`: session_id, state, frame, codec, errors."""
