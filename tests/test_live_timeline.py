@@ -37,7 +37,7 @@ def play(timeline: LiveTimeline, frames) -> list[Conditioning]:
 def test_a_cut_on_a_loop_plays_the_rest_of_this_pass_then_the_whole_loop():
     timeline = LiveTimeline(Schedule.single("cyberpunk"), source_loop=16)
     play(timeline, range(8))
-    assert timeline.switch(8, cond("volcano"), 0) is True                  # it took the whole loop
+    assert timeline.switch(8, cond("volcano"), 0).whole_loop                  # it took the whole loop
     assert timeline.conditioning_at(7).label() == "cyberpunk"              # this pass: from the frame on screen
     played = play(timeline, [*range(8, 16), *range(16)])
     assert [c.label() for c in played[:8]] == ["volcano"] * 8
@@ -71,7 +71,7 @@ def test_live_switches_within_a_transition_or_a_second_make_one_block():
     for frame, name, transition in [(100, "polar", 0), (110, "volcano", 0),   # a third of a second later: same block
                                     (200, "infrared", 45), (240, "vaporwave", 45),   # inside infrared's transition
                                     (400, "polar", 0)]:                       # long after: a block of its own
-        assert timeline.switch(frame, cond(name), transition) is False
+        assert not timeline.switch(frame, cond(name), transition).whole_loop
     assert [(seg.start, seg.prompts[0].preset) for seg in timeline.schedule.segments] == [
         (0, "cyberpunk"), (100, "volcano"), (200, "vaporwave"), (400, "polar")]
 
@@ -104,7 +104,7 @@ def fixed(length: int, *segments: tuple[int, str]) -> Schedule:
 def test_past_the_end_the_last_segment_holds_and_a_live_switch_extends_the_timeline():
     timeline = LiveTimeline(fixed(100, (0, "polar"), (50, "infrared")))
     assert play(timeline, [99, 100, 150])[-1].label() == "infrared"        # the last segment holds
-    assert timeline.switch(150, cond("volcano"), 10) is False               # never refused
+    assert timeline.switch(150, cond("volcano"), 10) == (False, None)              # never refused
     assert timeline.schedule.boundaries() == (0, 50, 150) and timeline.schedule.length == 160
     played = play(timeline, range(150, 170))
     assert weight(played[0], "volcano") < 1 and {c.label() for c in played[10:]} == {"volcano"}
@@ -121,24 +121,43 @@ def test_a_switch_within_the_length_leaves_the_length_alone():
     assert timeline.schedule.length == 100 and timeline.conditioning_at(99).label() == "volcano"
 
 
-def test_a_schedule_applied_after_its_length_has_passed_begins_at_the_frame_on_screen():
-    eight = fixed(637, *((80 * k, name) for k, name in enumerate(
-        ["cyberpunk", "volcano", "sandstorm", "polar", "vaporwave", "holy_gold", "deep_sea", "infrared"])))
+WORLDS = ["cyberpunk", "volcano", "sandstorm", "polar", "vaporwave", "holy_gold", "deep_sea", "infrared"]
+
+
+def eight_worlds() -> Schedule:
+    """The built-in's shape: eight worlds, 80 frames each, a 16-frame blend into each (637 frames)."""
+    return Schedule.from_json({"version": 1, "length": 637, "segments": [
+        {"start": 80 * k, "prompt": name, **({"transition": 16} if k else {})} for k, name in enumerate(WORLDS)]})
+
+
+@pytest.mark.parametrize("now", [700, 300, 85, 1])        # past its length, within it, in its first blocks
+def test_a_schedule_applied_mid_stream_begins_at_the_frame_on_screen_whatever_the_frame(now):
+    eight = eight_worlds()
     timeline = LiveTimeline(Schedule.single("polar"))
-    timeline.replace(eight, now=700)
-    assert timeline.schedule.length == 637 + 700
-    assert timeline.schedule.boundaries() == (0, *(700 + 80 * k for k in range(1, 8)))
-    worlds = [timeline.conditioning_at(700 + 80 * k + 40).label() for k in range(8)]
-    assert worlds == [seg.prompts[0].preset for seg in eight.segments]       # the whole cycle is seen, from now
-    assert timeline.conditioning_at(700).label() == "cyberpunk"
+    timeline.replace(eight, now=now)
+    assert timeline.schedule.length == 637 + now
+    assert timeline.schedule.boundaries() == (0, *(now + 80 * k for k in range(1, 8)))
+    worlds = [timeline.conditioning_at(now + 80 * k + 40).label() for k in range(8)]
+    assert worlds == WORLDS                                                  # the whole cycle is seen, from now
+    assert timeline.conditioning_at(now).label() == "cyberpunk"
+
+
+def test_an_open_ended_import_applied_mid_stream_begins_at_the_frame_on_screen():
+    keyframes = Schedule.from_json({"version": 1, "segments": [{"start": 0, "prompt": "polar"},
+                                                               {"start": 30, "prompt": "vaporwave"}]})
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    timeline.replace(keyframes, now=900)
+    assert timeline.schedule.boundaries() == (0, 930) and timeline.schedule.length is None
+    assert [timeline.conditioning_at(f).label() for f in (900, 929, 930)] == ["polar", "polar", "vaporwave"]
 
 
 @pytest.mark.parametrize("schedule, now", [
-    (fixed(637, (0, "polar"), (80, "volcano")), 300),                       # within its length: as it is
-    (Schedule.from_json({"version": 1, "length": 90, "loop": True,
-                         "segments": [{"start": 0, "prompt": "polar"}]}), 900),
-    (Schedule.single("volcano"), 900)])                                      # open-ended
-def test_within_its_length_on_a_loop_or_open_ended_a_schedule_applies_as_it_is(schedule, now):
+    (Schedule.from_json({"version": 1, "length": 90, "loop": True, "segments": [{"start": 0, "prompt": "polar"},
+                                                                              {"start": 45, "prompt": "volcano"}]}),
+     900),                                                                   # a loop: from where the playhead is
+    (Schedule.single("volcano"), 900),                                       # one block: nothing to begin
+    (eight_worlds(), 0)])                                                    # at frame 0 it is already its start
+def test_a_loop_a_lone_block_or_a_schedule_applied_at_frame_0_applies_as_it_is(schedule, now):
     timeline = LiveTimeline(Schedule.single("cyberpunk"))
     timeline.replace(schedule, now=now)
     assert timeline.schedule is schedule
@@ -172,7 +191,7 @@ def test_a_live_switch_on_a_looping_prepared_timeline_holds_until_its_next_block
     timeline = LiveTimeline(eight)
     play(timeline, range(25))
     for frame, name in ((25, "deep_sea"), (27, "sandstorm"), (45, "holy_gold"), (70, "vaporwave")):  # keys pressed
-        assert timeline.switch(frame, cond(name), 0) is False
+        assert timeline.switch(frame, cond(name), 0) == (False, (frame // 20 + 1) * 20)   # until its next block
         play(timeline, range(frame, frame + 2))
     assert [(s.start, s.prompts[0].preset) for s in timeline.schedule.segments] == [
         (0, "cyberpunk"), (20, "volcano"), (25, "sandstorm"), (40, "polar"), (45, "holy_gold"), (60, "infrared"),
@@ -190,3 +209,35 @@ def test_a_live_switch_before_a_block_to_come_keeps_it():
         (0, "polar"), (50, "infrared"), (100, "volcano"), (150, "infrared"), (200, "deep_sea")]
     timeline.switch(250, cond("cyberpunk"), 0)                 # in the last block: nothing ahead to keep
     assert timeline.schedule.boundaries() == (0, 50, 100, 150, 200, 250)
+
+
+def starts(timeline: LiveTimeline) -> list[tuple[int, str]]:
+    return [(s.start, s.prompts[0].preset) for s in timeline.schedule.segments]
+
+
+def test_a_live_switch_over_a_prepared_show_never_deletes_a_block():
+    """Issue 45, finding 2: Eight worlds applied at frame 0, Polar clicked 5 frames into volcano's block (within
+    its blend and its first second, where a switch used to coalesce with the block and replace it)."""
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    timeline.replace(eight_worlds(), now=0)
+    assert timeline.switch(85, cond("polar"), 16) == (False, 160)           # an override until sandstorm
+    assert starts(timeline)[:4] == [(0, "cyberpunk"), (80, "volcano"), (85, "polar"), (160, "sandstorm")]
+    assert timeline.switch(95, cond("infrared"), 16) == (False, 160)        # a second later: the same override
+    assert starts(timeline)[1:4] == [(80, "volcano"), (85, "infrared"), (160, "sandstorm")]
+    timeline.switch(177, cond("deep_sea"), 16)                               # the issue's second example
+    assert starts(timeline)[3:6] == [(160, "sandstorm"), (177, "deep_sea"), (240, "polar")]
+    assert timeline.switch(320, cond("cyberpunk"), 0) == (False, 400)       # on a block's very first frame:
+    assert starts(timeline)[6:9] == [(320, "vaporwave"), (321, "cyberpunk"), (400, "holy_gold")]   # one later
+    timeline.switch(565, cond("volcano"), 0)                                 # the last block: nothing ahead
+    assert starts(timeline)[-2:] == [(560, "infrared"), (565, "volcano")]
+    applied = [(80 * k, name) for k, name in enumerate(WORLDS)]
+    assert [b for b in applied if b not in starts(timeline)] == []          # every block kept
+    played = [timeline.conditioning_at(f).label() for f in (110, 176, 300, 420, 600)]
+    assert played == ["infrared", "sandstorm", "polar", "holy_gold", "volcano"]
+
+
+def test_an_override_with_no_frame_to_play_changes_nothing():
+    one_frame = fixed(100, (0, "polar"), (40, "volcano"), (41, "deep_sea"))  # a Parseq step: a one-frame block
+    timeline = LiveTimeline(one_frame)
+    assert timeline.switch(40, cond("infrared"), 0) == (False, 41)          # 41 begins at once: nothing to play
+    assert timeline.schedule is one_frame

@@ -56,7 +56,7 @@ def test_import_keyframes_writes_a_schedule_that_validates(tmp_path, capsys):
                                "--length", "120")
     assert code == 0
     assert stdout == f"wrote {out}: 2 segments, 120 frames\n"
-    assert stderr.startswith("warning: ") and "negative prompts (--neg) at keyframes 60" in stderr
+    assert stderr.startswith("warning: ") and "negative prompt (--neg) at keyframe 60 was dropped" in stderr
     s = Schedule.from_json(out.read_text())
     assert (s.fps, s.length, s.boundaries()) == (24, 120, (0, 1))
     assert s.segments[1].transition.frames == 60

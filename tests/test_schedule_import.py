@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import warnings
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from helpers.parseq import parseq_export, parseq_prompt
 from prompt_presets import Conditioning
 from timeline.schedule import ScheduleError, ScheduleImportWarning, load_schedule, parse_schedule_text
+from timeline.schedule.errors import collected_warnings
 
 
 def weights(cond: Conditioning) -> dict[str, float]:
@@ -72,7 +74,7 @@ def test_unquoted_prompts_keep_their_commas():
 
 
 def test_deforum_prompts_with_weighted_groups_and_a_negative_prompt():
-    with pytest.warns(ScheduleImportWarning, match=r"negative prompts \(--neg\) at keyframes 60 are ignored"):
+    with pytest.warns(ScheduleImportWarning, match=r"negative prompt \(--neg\) at keyframe 60 was dropped"):
         s = parse_schedule_text(json.dumps(DEFORUM_PROMPTS))
     assert weights(s.conditioning_at(30)) == {"vaporwave": 0.25, "deep_sea": 0.75}
     assert weights(s.conditioning_at(60)) == {"a glass city": 1.0}
@@ -84,7 +86,7 @@ def test_weights_without_a_number_count_one_and_zero_weights_drop_out():
 
 
 def test_a_late_first_keyframe_also_covers_the_frames_before_it():
-    with pytest.warns(ScheduleImportWarning, match=r"first keyframe is 12; its prompt also covers frames 0\.\.11"):
+    with pytest.warns(ScheduleImportWarning, match=r"first keyframe is 12: its prompt also plays on frames 0\.\.11"):
         s = parse_schedule_text('"12": "polar", "40": "volcano"')
     assert weights(s.conditioning_at(0)) == {"polar": 1.0}
 
@@ -102,7 +104,7 @@ def test_deforum_settings_file(tmp_path):
                 "zoom": "0: (1.0025+0.002*sin(1.25*3.14*t/30))"}
     path = tmp_path / "deforum_settings.txt"
     path.write_text(json.dumps(settings, indent=4))
-    with pytest.warns(ScheduleImportWarning, match="negative prompt 'nsfw, nude' is ignored"):
+    with pytest.warns(ScheduleImportWarning, match="negative prompt 'nsfw, nude' was dropped"):
         s = load_schedule(path)
     assert (s.fps, s.length, s.boundaries()) == (24, 90, (0, 45))
     assert weights(s.conditioning_at(50)) == {"cinematic volcano": 1.0}   # positive text goes first
@@ -167,7 +169,7 @@ def test_parseq_fades_that_do_not_line_up_are_imported_exactly_frame_by_frame():
 
 def test_parseq_common_prompt_and_negative_prompts():
     doc = parseq_export([parseq_prompt("Prompt 1", "a harbour", 0, 199, negative="blurry")], common="at night")
-    with pytest.warns(ScheduleImportWarning, match="negative prompts are ignored"):
+    with pytest.warns(ScheduleImportWarning, match="negative prompts were dropped"):
         s = parse_schedule_text(json.dumps(doc), "parseq")
     assert weights(s.conditioning_at(0)) == {"a harbour at night": 1.0}
 
@@ -277,3 +279,29 @@ def test_any_text_is_a_schedule_or_a_schedule_error(text):
             parse_schedule_text(text)
         except ScheduleError as err:
             assert "\n" not in str(err)
+
+
+def test_collected_warnings_keep_each_threads_import_apart():
+    """The studio imports for many visitors on many threads at once: each import's warnings are its own, and
+    none leaks to Python's warnings while collected."""
+    results: dict[int, list[str]] = {}
+    barrier = threading.Barrier(8)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        with collected_warnings() as caught:
+            for _ in range(20):
+                parse_schedule_text(f'{i + 1}: "polar", {i + 50}: "volcano --neg x{i}"', where="import")
+        results[i] = caught
+
+    with warnings.catch_warnings(record=True) as leaked:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not [w for w in leaked if issubclass(w.category, ScheduleImportWarning)]
+    for i, caught in results.items():
+        assert len(caught) == 40 and all(f"keyframe {i + 50} was dropped" in w for w in caught[1::2]), caught[:2]
+        assert all(f"first keyframe is {i + 1}:" in w for w in caught[::2])

@@ -136,8 +136,10 @@ def test_upload_names_are_checked():
 
 
 def test_keyframe_text_and_parseq_import_to_schedule_json(client):
-    doc = client.post("/api/ui/schedule/import", json={"text": '0: "cyberpunk", 120: "volcano"'}).json()
+    answer = client.post("/api/ui/schedule/import", json={"text": '0: "cyberpunk", 120: "volcano"'}).json()
+    doc = answer["schedule"]
     assert [s["start"] for s in doc["segments"]] == [0, 120] and doc["version"] == 1
+    assert answer["warnings"] == []                                      # nothing lost, nothing to say
     parseq = {"prompts": {"format": "v2", "enabled": True, "commonPrompt": {"positive": "", "negative": ""},
                           "commonPromptPos": "append",
                           "promptList": [{"name": "P1", "positive": "polar", "negative": "", "allFrames": False,
@@ -149,7 +151,34 @@ def test_keyframe_text_and_parseq_import_to_schedule_json(client):
               "options": {"output_fps": 30}, "keyframes": [{"frame": 0}, {"frame": 119}]}
     res = client.post("/api/ui/schedule/import", json={"text": json.dumps(parseq)})
     assert res.status_code == 200, res.text
-    assert len(res.json()["segments"]) >= 2
+    assert len(res.json()["schedule"]["segments"]) >= 2 and res.json()["warnings"] == []
+    parseq["prompts"]["promptList"][1]["negative"] = "blurry"
+    res = client.post("/api/ui/schedule/import", json={"text": json.dumps(parseq)})
+    assert res.status_code == 200, res.text
+    assert [w for w in res.json()["warnings"] if "negative prompts were dropped" in w], res.json()["warnings"]
+
+
+def test_an_import_says_what_it_could_not_carry_over(client):
+    """Issue 45, finding 7: back-filled frames, a dropped negative prompt and a name that is no style's were
+    imported without a word."""
+    res = client.post("/api/ui/schedule/import", json={"text": '30: "polar", 90: "volcano --neg blurry"'})
+    assert res.status_code == 200, res.text
+    answer = res.json()
+    assert [(s["start"], s["prompts"]) for s in answer["schedule"]["segments"]] == [
+        (0, [{"preset": "polar", "weight": 1.0}]), (90, [{"preset": "volcano", "weight": 1.0}])]
+    back_filled, negative = answer["warnings"]
+    assert "first keyframe is 30" in back_filled and "frames 0..29" in back_filled, back_filled
+    assert "keyframe 90 was dropped" in negative and "--neg" in negative, negative
+    assert not [w for w in answer["warnings"] if w.startswith("import:") or "\n" in w]   # one line each, no path
+
+    answer = client.post("/api/ui/schedule/import", json={"text": '0: "nosuchstyle", 40: "vulcano"'}).json()
+    assert [s["prompts"][0] for s in answer["schedule"]["segments"]] == [
+        {"text": "nosuchstyle", "weight": 1.0}, {"text": "vulcano", "weight": 1.0}]       # it still plays
+    nosuch, vulcano = answer["warnings"]
+    assert "'nosuchstyle'" in nosuch and "no style's name" in nosuch and "free text" in nosuch, nosuch
+    assert "did you mean 'volcano'?" in vulcano, vulcano
+    # free text of several words is meant as free text: no note
+    assert client.post("/api/ui/schedule/import", json={"text": '0: "a castle at dusk"'}).json()["warnings"] == []
 
 
 def test_a_bad_schedule_names_the_field(client):

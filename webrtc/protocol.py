@@ -85,8 +85,8 @@ class SetSchedule(_Message):
     type: Literal["schedule"]
     schedule: dict[str, Any] | None = None
     text: str | None = Field(None, max_length=200_000)
-    # true when the visitor applies a whole schedule (not an edit of the one playing): one whose length has
-    # already passed then begins at the frame on screen (docs/ui.md, "Past the end")
+    # true when the visitor applies a whole schedule (not an edit of the one playing): it then begins at the
+    # frame on screen, from its first block (docs/ui.md, "Past the end")
     from_now: bool = False
 
 
@@ -324,13 +324,15 @@ class Ack(_ServerMessage, TakeStatus):
     """A client message applied: `request` is its type, `frame` where it took effect, and its details (a take's:
     its `TakeStatus`)."""
 
-    OMITTED_WHEN_NONE = frozenset({"frame", "transition", "label", "whole_loop", "on", *TakeStatus.model_fields})
+    OMITTED_WHEN_NONE = frozenset({"frame", "transition", "label", "whole_loop", "until", "on",
+                                   *TakeStatus.model_fields})
     type: Literal["ack"] = "ack"
     request: str
     frame: int | None = None
     transition: int | None = None
     label: str | None = None
     whole_loop: bool | None = None     # a live switch that took the whole loop
+    until: int | None = None           # a live switch over a prepared timeline: where its next block takes over
     on: bool | None = None
 
 

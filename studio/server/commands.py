@@ -107,9 +107,9 @@ def switch_now(parts: SessionParts, msg) -> Step:
 def _switch_now(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
     conditioning = data[0]
     frame = parts.rollout.frame_index
-    whole_loop = parts.timeline.switch(frame, conditioning, msg.transition)
+    done = parts.timeline.switch(frame, conditioning, msg.transition)
     return dc.Ack(request=msg.type, frame=frame, transition=msg.transition, label=conditioning.label(),
-                  whole_loop=whole_loop)
+                  whole_loop=done.whole_loop, until=done.until)
 
 
 def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
 
 from pydantic import ValidationError
 
@@ -18,8 +21,29 @@ class ScheduleImportWarning(UserWarning):
     The CLI prints these as `warning: ...`; the import itself still succeeded."""
 
 
+# the list an import's warnings go to instead of Python's warnings, while `collected_warnings` runs (per thread
+# and per task: a server imports for many visitors at once, and warnings.catch_warnings is process-wide)
+_collecting: ContextVar[list[str] | None] = ContextVar("schedule_import_warnings", default=None)
+
+
 def warn(message: str, where: str | None = None) -> None:
+    sink = _collecting.get()
+    if sink is not None:
+        sink.append(message)           # the caller knows where it imported from
+        return
     warnings.warn(ScheduleImportWarning(within(where, message)), stacklevel=3)
+
+
+@contextmanager
+def collected_warnings() -> Iterator[list[str]]:
+    """The import warnings raised inside the block, in order, as one-line messages (without the `where` the
+    caller passed): what an API answers beside the schedule it imported."""
+    sink: list[str] = []
+    token = _collecting.set(sink)
+    try:
+        yield sink
+    finally:
+        _collecting.reset(token)
 
 
 def within(where: str | None, inner: str) -> str:

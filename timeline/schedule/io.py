@@ -9,10 +9,12 @@ anything that is not JSON → keyframe text.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
-from timeline.schedule.errors import ScheduleError
+from prompt_presets.presets import load_presets
+from timeline.schedule.errors import ScheduleError, warn
 from timeline.schedule.jsondoc import load_json
 from timeline.schedule.keyframes import (keyframes_from_dict, parse_keyframe_text, schedule_from_deforum_settings,
                                        schedule_from_keyframes)
@@ -66,7 +68,16 @@ def load_schedule(path: str | Path, *, format: str = "auto", fps: float | None =
 def parse_schedule_text(text: str, hint: str | None = None, *, fps: float | None = None, blend: bool = False,
                         length: int | None = None, where: str | None = None) -> Schedule:
     """Text in any supported format → Schedule. `hint`: one of FORMATS (None = auto). `fps` overrides the
-    document's; `blend` and `length` apply to keyframe imports (see keyframes.py)."""
+    document's; `blend` and `length` apply to keyframe imports (see keyframes.py). What the import could not
+    carry over exactly is warned (`ScheduleImportWarning`, or `collected_warnings`), names that are no style's
+    among it."""
+    schedule = _parse_text(text, hint, fps=fps, blend=blend, length=length, where=where)
+    _note_unknown_names(schedule, where)
+    return schedule
+
+
+def _parse_text(text: str, hint: str | None, *, fps: float | None, blend: bool, length: int | None,
+                where: str | None) -> Schedule:
     hint = hint or "auto"
     if hint not in FORMATS:
         raise ScheduleError(f"unknown format {hint!r}; expected one of {', '.join(FORMATS)}", where)
@@ -87,6 +98,30 @@ def parse_schedule_text(text: str, hint: str | None = None, *, fps: float | None
             raise
         return schedule_from_keyframes(keyframes, fps=fps or 30.0, blend=blend, length=length, where=where)
     return schedule_from_data(data, hint, fps=fps, blend=blend, length=length, where=where)
+
+
+NAME_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{2,39}")     # one word, no spaces: meant as a style's name
+MAX_NAME_NOTES = 5
+
+
+def _note_unknown_names(schedule: Schedule, where: str | None) -> None:
+    """A block whose whole prompt is one word that names no style (`0: "nosuchstyle"`) was most likely meant as
+    one: it still
+    plays, as free text, but the import says so (once per word, for the first few), with the nearest name."""
+    frames: dict[str, list[int]] = {}
+    for seg in schedule.segments:                   # a word inside a blend ("polar AND fog") is a word
+        text = seg.prompts[0].text if len(seg.prompts) == 1 else None
+        if text is not None and NAME_LIKE.fullmatch(text):
+            frames.setdefault(text, []).append(seg.start)
+    names = {name: name for name in load_presets()} | {p.title.lower(): p.name for p in load_presets().values()}
+    for word, starts in list(frames.items())[:MAX_NAME_NOTES]:
+        near = difflib.get_close_matches(word.lower().replace("-", "_"), names, n=1, cutoff=0.75)
+        hint = f"; did you mean {names[near[0]]!r}?" if near else "; the gallery's tiles name the styles"
+        at = ", ".join(map(str, starts[:3])) + (" …" if len(starts) > 3 else "")
+        warn(f"{word!r} (the block at frame{'s' if len(starts) > 1 else ''} {at}) is no style's name, so it "
+             f"plays as free text, matched to the styles by meaning{hint}", where)
+    if len(frames) > MAX_NAME_NOTES:
+        warn(f"{len(frames) - MAX_NAME_NOTES} more one-word prompts are no style's name either", where)
 
 
 def schedule_from_data(data: dict, hint: str | None = None, *, fps: float | None = None, blend: bool = False,

@@ -12,7 +12,8 @@ A keyframe's prompt holds until the next (Deforum: cut). With `blend`, each gap 
 linear blend, exactly FizzNodes' interpolation: frame J is J's prompt, frame K is K's, and frame J+i weighs
 K's prompt i/(K-J). Frames before the first keyframe take its prompt (Deforum back-fills them).
 Not supported, with an error: frame-dependent weights in backticks, frame expressions as keys (`max_f/2`),
-negative weights. Negative prompts (`--neg`) are dropped with a warning: the flash model has no negative prompt.
+negative weights. Negative prompts (`--neg`) are dropped with a warning: the flash model has no negative prompt
+(a schedule's PromptSpec has no negative side to carry one).
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ def schedule_from_keyframes(keyframes: dict[int, str], *, fps: float = 30.0, ble
     `prefix` is prepended to every prompt (Deforum's animation_prompts_positive)."""
     frames = sorted(keyframes)
     if frames[0] > 0:
-        warn(f"the first keyframe is {frames[0]}; its prompt also covers frames 0..{frames[0] - 1} "
-             "(as in Deforum)", where)
+        warn(f"the first keyframe is {frames[0]}: its prompt also plays on frames 0..{frames[0] - 1}, which no "
+             "keyframe covers (as in Deforum)", where)
     if length is not None and frames[-1] >= length:
         raise ScheduleError(f"keyframe {frames[-1]} is at or past the schedule's length ({length} frames)", where)
     negatives = []
@@ -174,8 +175,9 @@ def schedule_from_keyframes(keyframes: dict[int, str], *, fps: float = 30.0, ble
         else:
             segments.append({"start": frame, "prompts": specs})
     if negatives:
-        warn(f"negative prompts (--neg) at keyframes {', '.join(map(str, negatives))} are ignored: "
-             "the flash model has no negative prompt", where)
+        at = f"keyframe{'s' if len(negatives) > 1 else ''} {', '.join(map(str, negatives))}"
+        warn(f"the negative prompt (--neg) at {at} was dropped: the flash model has no negative prompt, "
+             "so only the positive prompt plays", where)
     return Schedule.build({"fps": fps, "length": length, "segments": segments}, where)
 
 
@@ -191,7 +193,7 @@ def schedule_from_deforum_settings(settings: dict, *, fps: float | None = None, 
     prefix = settings.get("animation_prompts_positive") or settings.get("positive_prompts") or ""
     negative = settings.get("animation_prompts_negative") or settings.get("negative_prompts") or ""
     if str(negative).strip():
-        warn(f"Deforum's negative prompt {str(negative)[:40]!r} is ignored: "
+        warn(f"Deforum's negative prompt {str(negative)[:40]!r} was dropped: "
              "the flash model has no negative prompt", where)
     length = settings.get("max_frames")
     if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 1):

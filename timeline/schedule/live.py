@@ -3,10 +3,11 @@
 A rollout asks it `conditioning_at(frame)` like any schedule (`timeline.rollout.ConditioningTimeline`). Edits:
 - `switch`: a prompt switch made now, at the frame on screen. Close switches coalesce into one block, a switch
   to what the block already plays adds none; on a loop the switch takes the whole loop, from the next pass on.
-  On a prepared timeline (several blocks, more to come) it holds until the next block and deletes none.
+  On a prepared timeline (several blocks, more to come) it holds until the next block and deletes none: it
+  never coalesces with, nor starts on the first frame of, a block the visitor applied.
 - `patch`: a switch placed at a timeline frame (the timeline editor's), future or past.
-- `replace`: a whole new schedule; one the visitor applies after its length has passed begins at the frame on
-  screen (`begun_at`).
+- `replace`: a whole new schedule; one the visitor applies mid-stream begins at the frame on screen
+  (`begun_at`).
 - `advance`: the playhead reached `frame`; on a loop's wrap the next pass's schedule takes over.
 
 Not thread-safe: a session's worker is its one writer (edits apply between chunks). Once it calls
@@ -17,11 +18,22 @@ other threads read `schedule`, which is replaced whole.
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 from prompt_presets import Conditioning
 from timeline.schedule.model import Schedule
 
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
+
+
+class Switched(NamedTuple):
+    """What a live switch did: `whole_loop` when it took the whole loop; `until` when it is an override on a
+    prepared timeline, the frame (within the loop, on a loop) where the timeline's next block takes over again
+    (the loop's length: at the wrap). `until` equal to the switch's own frame: a block begins there and the one
+    after it at once, so the switch had no frame to play and changed nothing."""
+
+    whole_loop: bool = False
+    until: int | None = None
 
 
 class CrossThreadWrite(RuntimeError):
@@ -35,6 +47,7 @@ class LiveTimeline:
         self.source_loop = source_loop
         self._passes: list[Schedule] = []   # what the passes to come play, after a switch on a loop
         self._position = 0                  # where the playhead was in the loop at the last advance()
+        self._kept = frozenset(schedule.segments)   # the blocks the visitor applied: no live switch deletes one
 
     def bind_writer(self) -> None:
         """From now on only the calling thread may change the timeline (a live session's worker, as it starts)."""
@@ -63,26 +76,28 @@ class LiveTimeline:
 
     # ---- edits ---------------------------------------------------------------------------------------------
 
-    def switch(self, frame: int, conditioning: Conditioning, transition: int) -> bool:
-        """A switch made live at `frame` (the frame played next); → whether it took the whole loop."""
+    def switch(self, frame: int, conditioning: Conditioning, transition: int) -> Switched:
+        """A switch made live at `frame` (the frame played next); → what it did (`Switched`)."""
         length = self.loop_length()
         if self._prepared(frame, length):
-            self._override(frame, length, conditioning, transition)
-            return False
+            return Switched(until=self._override(frame, length, conditioning, transition))
         if length:
             self.schedule, self._passes = self._loop_switch(frame % length, length, conditioning, transition)
         elif not self._plays(frame, conditioning):
-            self.schedule = self._switched(self.schedule, self._coalesced(frame), conditioning, transition)
-        return bool(length)
+            self.schedule = self._switched(self.schedule, self._start(frame), conditioning, transition)
+        return Switched(whole_loop=bool(length))
 
     def patch(self, frame: int, conditioning: Conditioning, transition: int) -> None:
-        """A switch at timeline `frame` (wrapped into a looping schedule); the passes to come are unchanged."""
+        """A switch at timeline `frame` (wrapped into a looping schedule); the passes to come are unchanged. An
+        edit: every block the timeline then holds is the visitor's."""
         self.schedule = self._switched(self.schedule, self._wrapped(frame), conditioning, transition)
+        self._kept = frozenset(self.schedule.segments)
 
     def replace(self, schedule: Schedule, now: int | None = None) -> None:
         """A whole new schedule. `now`: the frame on screen, when the visitor applies a whole schedule (Eight
         worlds, Load, Import) rather than editing the one that plays: see `begun_at`."""
         self.schedule, self._passes = (schedule if now is None else begun_at(schedule, now)), []
+        self._kept = frozenset(self.schedule.segments)
 
     def advance(self, frame: int) -> bool:
         """The next frame to play is `frame`; → True when that began a new pass with a schedule of its own."""
@@ -108,21 +123,36 @@ class LiveTimeline:
             return False
         return bool(length) or any(seg.start > frame for seg in self.schedule.segments)
 
-    def _override(self, frame: int, length: int | None, conditioning: Conditioning, transition: int) -> None:
+    def _override(self, frame: int, length: int | None, conditioning: Conditioning, transition: int) -> int | None:
         """The switch plays from `frame` until the next block of the timeline begins, deleting none; on a loop
-        only for this pass, and the next pass plays the timeline as it was applied."""
+        only for this pass, and the next pass plays the timeline as it was applied. → where the override ends
+        (`Switched.until`), None when the block on screen already plays `conditioning`."""
         position = frame % length if length else frame
         if self._plays(position, conditioning):
-            return
+            return None
         applied = self._applied()
-        block = self.schedule.segment_at(position)
-        # coalesce with an earlier live switch of this pass, never with one of the applied timeline's blocks
-        at = self._coalesced(position) if not length or block not in applied.segments else position
+        at = self._start(position)
         ahead = [seg for seg in self.schedule.to_json()["segments"] if seg["start"] > position]
+        until = ahead[0]["start"] if ahead else length
+        assert until is not None            # _prepared: without a loop there is a block ahead
+        if at >= until:                     # a one-frame block on screen, the next one right after it
+            return at
         doc = self._switched(self.schedule, at, conditioning, transition).to_json()
         self.schedule = Schedule.build({**doc, "segments": [*doc["segments"], *ahead]}, "schedule")
         if length:
             self._passes = [applied]
+        return until
+
+    def _start(self, frame: int) -> int:
+        """Where a live switch at `frame` starts its block. A block the visitor applied, in a timeline of several,
+        is never replaced: the switch neither coalesces with it nor starts on its first frame (it starts one
+        frame later, so the block keeps its start). Any other block (an earlier live switch, a lone block)
+        coalesces as `_coalesced` says."""
+        frame = self._wrapped(frame)
+        block = self.schedule.segment_at(frame)
+        if len(self._kept) < 2 or block not in self._kept:
+            return self._coalesced(frame)
+        return frame + 1 if frame == block.start else frame
 
     def _wrapped(self, frame: int) -> int:
         s = self.schedule
@@ -179,14 +209,15 @@ def past_the_end(schedule: Schedule, frame: int, transition: int) -> Schedule:
 
 
 def begun_at(schedule: Schedule, now: int) -> Schedule:
-    """A fixed-length schedule applied at frame `now`, at or past its length, would only show its last segment
-    (the eight-world cycle never seen): it begins now instead, every segment after the first `now` frames
-    later (the first one plays from frame 0 until then) and its length as much longer. Within its length, or
-    on a loop, it plays as it is, from where the playhead is in it."""
-    if schedule.length is None or schedule.loop or now < schedule.length:
+    """A schedule applied at frame `now` mid-stream would play from wherever `now` falls in it: past its length
+    only its last segment, within it the segments already passed skipped (Eight worlds applied at frame 300
+    would open on Polar). It begins now instead, whatever `now` is: every segment after the first `now` frames
+    later (the first one plays from frame 0 until then) and its length, if it has one, as much longer. A loop
+    plays as it is, from where the playhead is in it (its frames wrap, so no start can be moved past them)."""
+    if schedule.loop or now <= 0 or (len(schedule.segments) < 2 and schedule.length is None):
         return schedule
     doc = schedule.to_json()
     first, *rest = doc["segments"]
-    return Schedule.build({**doc, "length": schedule.length + now,
+    return Schedule.build({**doc, **({"length": schedule.length + now} if schedule.length else {}),
                            "segments": [first, *({**seg, "start": seg["start"] + now} for seg in rest)]},
                           "schedule")

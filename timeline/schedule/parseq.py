@@ -54,7 +54,8 @@ def schedule_from_parseq(data: dict, *, fps: float | None = None, where: str | N
     _require_affordable(last_frame + 1, len(prompts), where)
     entries = [_Entry(p, f"{field}[{i}]", last_frame, common, common_pos, where) for i, p in enumerate(prompts)]
     if any(e.negative for e in entries) or str(common.get("negative") or "").strip():
-        warn("Parseq negative prompts are ignored: the flash model has no negative prompt", where)
+        warn("the Parseq negative prompts were dropped: the flash model has no negative prompt, so only the "
+             "positive prompts play", where)
     blends = [_blend_at(f, entries, where) for f in range(last_frame + 1)]
     segments, stepped = _compress(blends)
     if stepped:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from timeline.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
 from timeline.schedule.easing import EASINGS
+from timeline.schedule.errors import collected_warnings
 from studio.ui.routes.deps import UIDep
 
 router = APIRouter()
@@ -47,10 +48,20 @@ class ScheduleImport(BaseModel):
     fps: float | None = Field(None, gt=0, le=1000)
 
 
-@router.post("/schedule/import", response_model=Schedule, response_model_exclude_none=True)
-def import_schedule(body: ScheduleImport) -> Schedule:
-    """Any supported schedule text → the canonical schedule JSON (what `render --schedule` takes)."""
-    return parse_schedule_text(body.text, body.format, fps=body.fps, where="import")
+class ImportedSchedule(BaseModel):
+    schedule: Schedule = Field(description="the canonical schedule JSON (what `render --schedule` takes)")
+    warnings: list[str] = Field(description="what the import could not carry over exactly, one line each: a "
+                                            "dropped negative prompt, frames before the first keyframe, a "
+                                            "one-word prompt that names no style…; empty when nothing was lost")
+
+
+@router.post("/schedule/import", response_model=ImportedSchedule, response_model_exclude_none=True)
+def import_schedule(body: ScheduleImport) -> ImportedSchedule:
+    """Any supported schedule text → the canonical schedule JSON, and the import's warnings (docs/ui.md,
+    "Imports"): an import never loses anything without saying so."""
+    with collected_warnings() as warnings:
+        schedule = parse_schedule_text(body.text, body.format, fps=body.fps, where="import")
+    return ImportedSchedule(schedule=schedule, warnings=warnings)
 
 
 @router.post("/schedule/validate", response_model=Schedule, response_model_exclude_none=True)

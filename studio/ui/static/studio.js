@@ -56,10 +56,11 @@ class Studio {
   // One message line. Every message has the kind of action it reports (prompt, timeline, render, upload,
   // source, session). A new message replaces the old; good news expires after OK_MESSAGE_MS; an error stays
   // until the next action of its kind succeeds (`succeeded`).
-  say(text, { ok = false, kind = "session" } = {}) {
+  // ok: good news, which expires; warn: done, with something the visitor should know (it stays, in amber)
+  say(text, { ok = false, warn = false, kind = "session" } = {}) {
     const el = this.$("alaya-message");
     clearTimeout(this.messageTimer);
-    el.textContent = text; el.classList.toggle("ok", ok); el.dataset.kind = kind;
+    el.textContent = text; el.classList.toggle("ok", ok); el.classList.toggle("warn", warn); el.dataset.kind = kind;
     if (ok) this.messageTimer = setTimeout(() => { if (el.textContent === text) el.textContent = ""; }, OK_MESSAGE_MS);
     if (this.root.classList.contains("presenter")) this.presenterNote(text);
   }

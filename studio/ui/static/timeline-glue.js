@@ -96,22 +96,30 @@ export const timelineGlue = {
       this.timelineBuilt = false;
     } catch (err) { this.say(err.message, { kind: "source" }); this.freshTimeline(); }
   },
-  // What a live switch did to the timeline, for its info line; computed on the timeline as it was before the
-  // switch (the session's new schedule is pulled after). docs/ui.md, "Live switches on a prepared timeline".
+  // What a live switch did to the timeline, for its info line, as the session says it (`until`: an override on
+  // a prepared timeline, docs/ui.md "Live switches on a prepared timeline"); the block named is the one that
+  // begins there, read from the timeline as it was before the switch (the session's new one is pulled after).
   switchNote(m) {
     if (m.whole_loop) return `live switch at frame ${m.frame}: the whole loop from the next pass`;
-    const doc = this.timeline.doc, at = doc.loop && doc.length ? m.frame % doc.length : m.frame;
-    const prepared = doc.segments.length > 1 && (doc.loop || doc.segments.some((s) => s.start > at));
-    if (m.request === "switch" || !prepared) return "";
-    return `live switch at frame ${at}: until the next block, every block kept` +
-      (doc.loop ? "; the next pass plays the timeline as applied" : "");
+    if (m.until == null || m.request === "switch") return "";
+    const doc = this.timeline.doc, looping = doc.loop && doc.length, at = looping ? m.frame % doc.length : m.frame;
+    const next = doc.segments.find((s) => s.start === m.until);
+    if (m.until <= at) return `live switch at frame ${at}: the next block begins at once, so it did not play; every block kept`;
+    const end = next ? `until the next block (${promptName(next)}, frame ${m.until})` : "until this pass ends";
+    return `live switch at frame ${at}: ${end}, every block kept` +
+      (looping ? "; the next pass plays the timeline as applied" : "");
   },
   loopButton() { this.$("alaya-loop").setAttribute("aria-pressed", String(!!this.timeline.doc.loop)); },
 
+  // An import says what it could not carry over (docs/ui.md, "Imports"): its warnings stay on the message line
+  // (kind "import": the applied schedule's ack does not clear them) until the next message replaces them.
   async importText(text) {
     try {
-      this.applyWhole(await api("POST", "/api/ui/schedule/import", { text }));
-      this.say("schedule imported", { ok: true, kind: "timeline" });
+      const { schedule, warnings } = await api("POST", "/api/ui/schedule/import", { text });
+      this.applyWhole(schedule);
+      if (!warnings.length) this.say("schedule imported", { ok: true, kind: "timeline" });
+      else this.say(`schedule imported, ${plural(warnings.length, "warning")}: ${warnings.join(" · ")}`,
+                    { warn: true, kind: "import" });
     } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
   async exportJson() {
