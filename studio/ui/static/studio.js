@@ -1,7 +1,8 @@
 // The studio page: plays the session's WebRTC stream and drives it over the data channel
 // (docs/datachannel.md). Plain ES modules, no build step, loaded by the Gradio page's <head>; one module per
 // concern, each mixed into the Studio below:
-//   player.js (connection, data channel, status) · gallery.js (presets, prompt, blend, sources, uploads)
+//   player.js (connection, data channel, status) · heal.js (reconnecting after a drop)
+//   gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
 //   inspector.js (G-buffer inspector);
@@ -9,6 +10,7 @@
 import { api, typing } from "./api.js";
 import { drive } from "./drive.js";
 import { gallery } from "./gallery.js";
+import { heal } from "./heal.js";
 import { inspector } from "./inspector.js";
 import { latency } from "./latency.js";
 import { player } from "./player.js";
@@ -105,7 +107,7 @@ class Studio {
     this.wireTimeline();
   }
 }
-Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector);
+Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {
