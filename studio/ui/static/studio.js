@@ -5,8 +5,8 @@
 //   gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
-//   inspector.js (G-buffer inspector);
-//   timeline.js and charts.js are the widgets.
+//   inspector.js (G-buffer inspector) · share.js (the audience's watch link);
+//   timeline.js, charts.js and qr.js are the widgets.
 import { api, typing } from "./api.js";
 import { drive } from "./drive.js";
 import { gallery } from "./gallery.js";
@@ -15,6 +15,7 @@ import { inspector } from "./inspector.js";
 import { latency } from "./latency.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
+import { share } from "./share.js";
 import { stats } from "./stats.js";
 import { switches } from "./switches.js";
 import { timelineGlue } from "./timeline-glue.js";
@@ -104,10 +105,11 @@ class Studio {
       if (!ev.ctrlKey && !ev.metaKey && !ev.altKey && this.onHotkey(ev)) ev.preventDefault();
     });
     window.addEventListener("keyup", (ev) => { if (this.driving) this.onDriveKey(ev, false); });
-    this.wireTimeline();
+    this.wireTimeline(); this.wireShare();
   }
 }
-Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector);
+Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, inspector,
+              share);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {
