@@ -97,6 +97,7 @@ def test_the_page_comes_back_by_itself_after_a_studio_restart(tmp_path):
                        and status(page).get("frame", 0) > 0 and presented(page) > shown,
                        60, lambda: f"the page did not come back: {message(page)!r}, {overlay(page)}")
             back_after = time.monotonic() - answered
+            print(f"frames again {back_after:.2f} s after the studio's health answered")
             assert back_after <= BACK_WITHIN_S, f"frames again {back_after:.1f} s after the studio answered"
             wait_until(lambda: note(page).startswith("back"), 10, lambda: f"the presenter is not told: {note(page)!r}")
             assert server_schedule(studio, page) == applied              # the same timeline, in the new session
