@@ -68,3 +68,18 @@ def test_a_feed_not_asked_to_reconnect_stops_and_says_why():
     assert client.close_reason == "the studio is shutting down or restarting (close code 1012)"
     assert not client.may_reconnect() and client.reconnects == 0
     client.close()
+
+
+def test_a_feed_whose_studio_stays_away_gives_up_after_its_time_with_one_line():
+    server = BackgroundServer(Settings(port=0)).start()
+    client = FeedClient(f"{server.ws_url}/api/engine/feed", name="patient", width=64, height=32, fps=30,
+                        reconnect_for_s=1.5)
+    client.connect()
+    wait_until(lambda: "patient" in server.app.state.feeds.names(), 30, "the feed never registered")
+    server.stop()                                           # and nothing comes back on its address
+    with EngineSource(width=64, height=32, fps=30, autopilot=True) as source, \
+            pytest.raises(FeedError) as gave_up:
+        stream_source(source, client)
+    assert str(gave_up.value).startswith("--connect: the studio did not take the feed again within 1.5 s: cannot "
+                                         "connect to ws://"), gave_up.value
+    assert "\n" not in str(gave_up.value) and client.past_closes[0][0] == 1012

@@ -220,10 +220,11 @@ class FeedClient:
                 welcome = self.connect()
                 self.reconnects += 1
                 return welcome
-            except FeedError:
+            except FeedError as exc:
                 self.close()
                 if time.monotonic() >= deadline:
-                    raise
+                    raise FeedError(f"the studio did not take the feed again within {self.reconnect_for_s:g} s: "
+                                    f"{exc.detail}", "--connect") from None
             wait = min(wait * 2, RECONNECT_LONGEST_S)
 
     def __enter__(self) -> "FeedClient":
