@@ -50,5 +50,5 @@ def test_a_watch_link_follows_the_owners_session_until_it_ends():
 
         owner.click("#stop")
         watcher.wait_for_function("document.getElementById('state').textContent === 'ended'", timeout=30_000)
-        assert "ended" in watcher.inner_text("#message")
+        assert watcher.locator("#over").is_visible() and "ended" in watcher.inner_text("#over-text")
         browser.close()

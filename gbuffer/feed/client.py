@@ -36,16 +36,37 @@ from gbuffer.input import PlayerInput
 from gbuffer.source import LiveSource, Source
 
 
+# What a close the studio sent without a reason means (uvicorn closes every socket with 1012 and no reason as
+# the studio shuts down, before the app could say anything; a killed studio sends no close frame: 1006).
+CLOSED_BY = {1000: "the studio ended the feed", 1001: "the studio went away", 1006: "the connection to the "
+             "studio was lost (no close frame: the studio was stopped or the network dropped)",
+             1011: "the studio failed", 1012: "the studio is shutting down or restarting",
+             1013: "the studio is full or busy; try again later"}
+# closes worth connecting again after (the studio went away, or was busy), not the engine's own fault
+RECONNECT_AFTER = {1001, 1006, 1011, 1012, 1013, 4408}
+RECONNECT_FIRST_S, RECONNECT_LONGEST_S = 0.5, 5.0
 RETURNED_MAX = 2**26                 # bytes of one message from the studio with the return path (a big rgb24 frame)
 STYLED_KEPT = 4                      # styled frames kept for a slow reader of frames()
 ANSWERS = ("ack", "error", "stats", "pong")   # what a control message is answered with
 
 
+def close_reason(exc: ConnectionClosed) -> tuple[int, str]:
+    """The close code and a reason that is never empty: the studio's own, else what the code means."""
+    frame = exc.rcvd
+    code = frame.code if frame is not None else 1006
+    if frame is not None and frame.reason:
+        return code, frame.reason
+    return code, f"{CLOSED_BY.get(code, 'the studio closed the feed')} (close code {code})"
+
+
 class FeedClient:
     def __init__(self, url: str, *, name: str, width: int, height: int, fps: float,
                  token: str | None = None, compression: str = "zlib", rgb: bool = False,
-                 output: dict | None = None):
+                 output: dict | None = None, reconnect_for_s: float = 0.0):
         self.url = url
+        self.reconnect_for_s = reconnect_for_s   # stream_source: how long to keep trying after the studio went away
+        self.reconnects = 0
+        self.past_closes: list[tuple[int | None, str | None]] = []   # (code, reason) of each close reconnected after
         returns = {"protocol": RETURN_PROTOCOL, "output": output} if output is not None else {}
         self.hello = validate(HELLO, dict(name=name, width=width, height=height, fps=float(fps),
                                           compression=compression, rgb=rgb, **returns), FeedError, "feed client")
@@ -54,6 +75,7 @@ class FeedClient:
         self.events: list[dict] = []
         self.inputs_received = 0
         self.close_reason: str | None = None
+        self.close_code: int | None = None
         self._input: PlayerInput | None = None
         self._lock = threading.Lock()
         self.messages: list[dict] = []         # protocol 2: the session's own (timeline, preparing, ended, ...)
@@ -81,8 +103,8 @@ class FeedClient:
             ws.send(self.hello.to_json())
             reply = parse_studio_text(ws.recv(timeout=30 if self.returns else 10))  # 2: its session starts first
         except ConnectionClosed as exc:
-            raise FeedError(f"the studio refused the feed: {exc.rcvd.reason if exc.rcvd else exc}",
-                            "--connect") from None
+            self.close_code = close_reason(exc)[0]
+            raise FeedError(f"the studio refused the feed: {close_reason(exc)[1]}", "--connect") from None
         if not isinstance(reply, Welcome):
             raise FeedError(f"unexpected answer to hello: {str(reply)[:200]}", "--connect")
         self.welcome = reply.wire()
@@ -108,7 +130,7 @@ class FeedClient:
                 elif isinstance(msg, dict):
                     self.messages.append(msg)
         except ConnectionClosed as exc:
-            self.close_reason = exc.rcvd.reason if exc.rcvd else "connection lost"
+            self.close_code, self.close_reason = close_reason(exc)
         except FeedError as exc:               # a styled frame this client cannot read: stop reading
             self.close_reason = str(exc)
         self.close_reason = self.close_reason or "closed by the studio"
@@ -173,14 +195,41 @@ class FeedClient:
         try:
             self._ws.send(message)
         except ConnectionClosed as exc:
-            raise FeedError(f"the studio closed the feed: {exc.rcvd.reason if exc.rcvd else exc}",
-                            "feed client") from None
+            self.close_code, self.close_reason = close_reason(exc)    # the reader may not have seen it yet
+            raise FeedError(f"the studio closed the feed: {self.close_reason}", "feed client") from None
 
     def close(self) -> None:
         if self._ws is not None:
             self._stack.close()
             if self._reader is not None:
                 self._reader.join(timeout=5)
+
+    def may_reconnect(self) -> bool:
+        """Closed by the studio going away (a restart, a dropped network, a busy studio), and asked to come back."""
+        return self.reconnect_for_s > 0 and self.close_code in RECONNECT_AFTER
+
+    def reconnect(self) -> dict:
+        """A new connection after the studio closed this one: tries after 0.5 s, then waits twice as long each
+        time up to 5 s, for `reconnect_for_s` in all; the new welcome, or the last FeedError. A protocol-2
+        client gets a new session (its id, key and watch link are the new welcome's)."""
+        self.close()
+        self.past_closes.append((self.close_code, self.close_reason))
+        deadline = time.monotonic() + self.reconnect_for_s
+        wait = RECONNECT_FIRST_S
+        while True:
+            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+            self._ws, self._reader, self._stack = None, None, contextlib.ExitStack()
+            self.close_reason = self.close_code = None
+            try:
+                welcome = self.connect()
+                self.reconnects += 1
+                return welcome
+            except FeedError as exc:
+                self.close()
+                if time.monotonic() >= deadline:
+                    raise FeedError(f"the studio did not take the feed again within {self.reconnect_for_s:g} s: "
+                                    f"{exc.detail}", "--connect") from None
+            wait = min(wait * 2, RECONNECT_LONGEST_S)
 
     def __enter__(self) -> "FeedClient":
         if self._ws is None:
@@ -207,24 +256,35 @@ def ask(asking: threading.Lock, send: Callable[[], None], answers: "queue.Simple
 
 def stream_source(source: Source, client: FeedClient, *, max_frames: int | None = None,
                   on_frame: Callable[[GBufferFrame], None] | None = None) -> int:
-    """Send `source` frames at its fps until it ends, `max_frames`, or the studio closes the feed.
+    """Send `source` frames at its fps until it ends, `max_frames`, or the studio closes the feed (when it goes
+    away, a client with `reconnect_for_s` connects again and goes on: FeedClient.reconnect).
 
     Player input from the studio is applied to a live source before each tick. Returns frames sent."""
     period = 1.0 / source.fps
     start = time.perf_counter()
-    sent = 0
+    sent = paced = 0
     for frame in source:
         if max_frames is not None and sent >= max_frames:
             break
-        client.send_frame(frame)
-        sent += 1
+        try:
+            client.send_frame(frame)
+        except FeedError:
+            if client.connected:       # not the studio's close (that ends the loop below): a frame that is wrong
+                raise
+        else:
+            sent += 1
         if on_frame is not None:
             on_frame(frame)
         if isinstance(source, LiveSource) and (p := client.take_input()) is not None:
             source.apply_input(p)
         if not client.connected:
-            break
-        delay = start + sent * period - time.perf_counter()
+            if not client.may_reconnect():
+                break
+            client.reconnect()
+            start, paced = time.perf_counter(), 0            # the pace starts again from the new connection
+            continue
+        paced += 1
+        delay = start + paced * period - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
         else:

@@ -31,6 +31,10 @@ def register(sub) -> None:
     p.add_argument("--token", help="the studio's feed token (required when it listens beyond loopback)")
     p.add_argument("--frames", type=int, help="stop after this many frames (default: run until closed)")
     p.add_argument("--compression", choices=("zlib", "none"), default="zlib")
+    p.add_argument("--reconnect-for", type=float, default=600.0, metavar="S",
+                   help="when the studio goes away (a restart, a dropped network), connect again for up to S "
+                        "seconds, waiting 0.5 s doubling to 5 s between tries (default 600; 0: stop; not with "
+                        "--receive, whose session would be a new one)")
     p.add_argument("--show", action="store_true", help="panda3d: also show its lit frame in a window (needs a display)")
     p.add_argument("--receive", action="store_true",
                    help="panda3d: show the styled frames the studio sends back (feed protocol 2; offscreen with no "
@@ -52,8 +56,11 @@ def run(args) -> int:
     if args.kind == "kart" and (args.show or args.receive):
         raise UserError(f"{'--show' if args.show else '--receive'} is for the panda3d engine", "engine")
     output = {"format": args.format, **({"prompt": args.prompt} if args.prompt else {})} if args.receive else None
+    if args.reconnect_for < 0:
+        raise UserError(f"{args.reconnect_for:g} is not a number of seconds >= 0", "--reconnect-for")
     client = FeedClient(args.connect, name=args.name or args.kind, width=width, height=height, fps=args.fps,
-                        token=args.token, compression=args.compression, rgb=args.kind == "panda3d", output=output)
+                        token=args.token, compression=args.compression, rgb=args.kind == "panda3d", output=output,
+                        reconnect_for_s=0.0 if args.receive else args.reconnect_for)
     return (run_panda3d if args.kind == "panda3d" else run_kart)(args, client, width, height)
 
 
@@ -119,4 +126,5 @@ def run_panda3d(args, client, width: int, height: int) -> int:
 
 def _report(sent: int, client) -> None:
     print(f"sent {sent} frames; {client.inputs_received} inputs received"
+          + (f"; reconnected {client.reconnects} time(s)" if client.reconnects else "")
           + (f"; closed: {client.close_reason}" if client.close_reason else ""), file=sys.stderr)

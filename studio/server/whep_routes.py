@@ -7,7 +7,9 @@
   201 also lists the studio's ICE servers as `Link: <url>; rel="ice-server"` headers. Trickle ICE (PATCH) is
   not offered: answers carry every candidate.
 - `GET /studio/watch/{session_id}?key=KEY`: the read-only watch page (video, active prompt, frame), itself a
-  WHEP client that also opens a data channel for the session's status.
+  WHEP client that also opens a data channel for the session's status. A browser that opens a stale or wrong
+  link gets a page saying in plain words that the show is over (same status, 401 or 404); other clients get
+  the usual JSON error.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 
 from studio.server import watchers
-from studio.server.deps import SettingsDep, WatchedDep
+from studio.server.deps import KeyDep, ManagerDep, SettingsDep, VisitorsDep, WatchedDep, watched_session
 from studio.server.models import ErrorBody
 
 MAX_SDP_BYTES = 100_000
@@ -71,7 +73,19 @@ async def whep_trickle(watcher_id: str, session: WatchedDep) -> None:
                         headers={"Allow": "DELETE"})
 
 
+def _page(name: str) -> str:
+    return files("studio.server").joinpath(name).read_text()
+
+
 @watch_page.get("/{session_id}", response_class=HTMLResponse)
-async def watch(session: WatchedDep, key: str | None = None) -> str:
-    """The audience's page for a watch link (`key`: the watch key, checked by deps.watched_session)."""
-    return files("studio.server").joinpath("watch.html").read_text()
+async def watch(session_id: str, manager: ManagerDep, settings: SettingsDep, visitors: VisitorsDep,
+                presented: KeyDep, request: Request, key: str | None = None) -> HTMLResponse:
+    """The audience's page for a watch link (`key`: the watch key, checked by deps.watched_session). A browser
+    with a link whose session has ended (or a wrong key) gets a plain "this show is over" page, not JSON."""
+    try:
+        watched_session(session_id, manager, settings, visitors, presented, request)
+    except HTTPException as refused:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise
+        return HTMLResponse(_page("watch_over.html"), status_code=refused.status_code, headers=refused.headers)
+    return HTMLResponse(_page("watch.html"))

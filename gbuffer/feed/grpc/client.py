@@ -164,6 +164,10 @@ class GrpcFeedClient:
     def connected(self) -> bool:
         return self._call is not None and self.close_reason is None
 
+    def may_reconnect(self) -> bool:
+        """stream_source asks: connecting again after the studio went away is the WebSocket client's only."""
+        return False
+
     def send_frame(self, frame: GBufferFrame) -> None:
         if frame.width != self.hello.width or frame.height != self.hello.height:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the open said "

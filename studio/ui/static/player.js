@@ -4,7 +4,6 @@ import { api, setOwnerKey } from "./api.js";
 import { refusal } from "./words.js";
 
 const ICE_GATHER_MS = 3000;
-const RECONNECT_MS = 2000;  // a dropped session (network, studio restart, watchdog) comes back by itself
 const SWITCHES = ["prompt", "preset", "blend", "switch"];
 // the message kind (studio.js `say`) of a data-channel request: its error clears when the same kind succeeds
 const messageKind = (request) => SWITCHES.includes(request) ? "prompt" :
@@ -53,7 +52,8 @@ export const player = {
     // a closed session's last messages can still arrive: only the current session's count
     channel.onmessage = (ev) => { if (pc === this.pc) this.onMessage(JSON.parse(ev.data)); };
     // The studio closes the channel when it ends the session; unless the sequence simply ended, start a new
-    // session on the same source with the same timeline, so a presenter's screen never stays dead.
+    // session on the same source with the same timeline once the studio answers (heal.js), so a presenter's
+    // screen never stays dead.
     channel.onclose = () => { if (pc === this.pc && !this.sourceEnded) this.reconnectSoon(); };
     pc.addEventListener("connectionstatechange", () => {
       if (pc === this.pc && pc.connectionState === "failed") this.reconnectSoon();
@@ -81,19 +81,16 @@ export const player = {
       await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
       this.succeeded("source");
     } catch (err) {
+      if (pc !== this.pc) return;
+      this.disconnect();
+      if (this.healFailed()) return;                    // reconnecting after a drop: keep trying
       this.say(err.message, { kind: "source" }); this.overlay("not connected");
-      if (pc === this.pc) this.disconnect();
     }
   },
   disconnect() {
     if (this.pc) this.pc.close();
     this.pc = null; this.channel = null; this.sessionId = null; this.hello = null; this.sourceEnded = false;
     this.pendingSchedules = 0; this.setPaused(false); this.setRecording(false); this.setDrivable(false);
-  },
-  reconnectSoon() {
-    if (this.reconnectTimer) return;
-    this.overlay("reconnecting…");
-    this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; this.connect(this.source); }, RECONNECT_MS);
   },
   send(msg) {
     if (!this.channel || this.channel.readyState !== "open") return false;
@@ -108,7 +105,7 @@ export const player = {
       case "hello":
         this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); this.setDrivable(!!m.live);
         if (this.measuring) this.measure();              // a new session: stamp again
-        this.resetSwitches();
+        this.resetSwitches(); this.healed(); this.showShare();
         break;
       case "status": this.noteRendered(m); this.onStatus(m); break;
       case "pong": this.onPong(m); break;

@@ -1,21 +1,24 @@
 // The studio page: plays the session's WebRTC stream and drives it over the data channel
 // (docs/datachannel.md). Plain ES modules, no build step, loaded by the Gradio page's <head>; one module per
 // concern, each mixed into the Studio below:
-//   player.js (connection, data channel, status) · gallery.js (presets, prompt, blend, sources, uploads)
+//   player.js (connection, data channel, status) · heal.js (reconnecting after a drop)
+//   gallery.js (presets, prompt, blend, sources, uploads)
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
 //   beat.js (tempo, tap, quantize) · midi.js (Web MIDI, MIDI learn)
-//   inspector.js (G-buffer inspector);
-//   timeline.js and charts.js are the widgets.
+//   inspector.js (G-buffer inspector) · share.js (the audience's watch link);
+//   timeline.js, charts.js and qr.js are the widgets.
 import { api, typing } from "./api.js";
 import { beat } from "./beat.js";
 import { drive } from "./drive.js";
 import { gallery } from "./gallery.js";
+import { heal } from "./heal.js";
 import { inspector } from "./inspector.js";
 import { latency } from "./latency.js";
 import { midi } from "./midi.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
+import { share } from "./share.js";
 import { stats } from "./stats.js";
 import { switches } from "./switches.js";
 import { timelineGlue } from "./timeline-glue.js";
@@ -106,11 +109,11 @@ class Studio {
       if (!ev.ctrlKey && !ev.metaKey && !ev.altKey && this.onHotkey(ev)) ev.preventDefault();
     });
     window.addEventListener("keyup", (ev) => { if (this.driving) this.onDriveKey(ev, false); });
-    this.wireTimeline();
+    this.wireTimeline(); this.wireShare();
   }
 }
-Object.assign(Studio.prototype, player, gallery, drive, presenter, timelineGlue, stats, latency, switches, beat, midi,
-              inspector);
+Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, beat,
+              midi, inspector, share);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {
