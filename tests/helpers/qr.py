@@ -103,11 +103,13 @@ def read_qr(dark: list[list[bool]]) -> str:
     for i in range(max(lengths)):
         for b in range(blocks):
             if i < lengths[b]:
-                data[b].append(words[k]); k += 1
+                data[b].append(words[k])
+                k += 1
     checks = [[] for _ in range(blocks)]
     for _ in range(ecc):
         for b in range(blocks):
-            checks[b].append(words[k]); k += 1
+            checks[b].append(words[k])
+            k += 1
     for b in range(blocks):
         assert checks[b] == _rs_check_words(data[b], ecc), f"block {b}'s Reed–Solomon words are wrong"
     stream = "".join(f"{w:08b}" for block in data for w in block)
