@@ -43,7 +43,7 @@ test-repeat: setup
 	scripts/test-repeat $(N) $(if $(LOAD),--load,)
 
 # ruff on the parts that are clean so far, then mypy on pyproject's [tool.mypy] files; `make test` runs both first.
-# Every Python file is under ruff; mypy covers all but studio/ (still to come: see pyproject's [tool.mypy]).
+# Every Python file is under ruff; mypy covers pyproject's [tool.mypy] files: every package but cluster/ so far.
 RUFF_CLEAN := alaya_errors.py app.py bench cluster gbuffer prompt_presets renderer scripts webrtc timeline media \
               studio training tests docs
 lint: setup

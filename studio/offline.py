@@ -49,7 +49,7 @@ def side_by_side(rgb: np.ndarray, gbuffer: GBufferFrame) -> np.ndarray:
     for name in CHANNELS:
         ch = gbuffer.channel(name)
         if ch.shape[:2] != (h, w):
-            ch = np.asarray(Image.fromarray(ch).resize((w, h), Image.NEAREST))
+            ch = np.asarray(Image.fromarray(ch).resize((w, h), Image.Resampling.NEAREST))
         tiles.append((name, ch))
     grid = np.zeros((2 * h, 3 * w, 3), np.uint8)
     for k, (_, img) in enumerate(tiles):
@@ -65,7 +65,7 @@ def side_by_side(rgb: np.ndarray, gbuffer: GBufferFrame) -> np.ndarray:
 
 def render_to_mp4(rollout: Rollout, out_path: str | Path, *, frames: int | None, fps: float,
                   renderer_name: str = "", sbs: bool = False,
-                  on_frame: Callable[[int], None] | None = None) -> RenderMetrics:
+                  on_frame: Callable[[int], object] | None = None) -> RenderMetrics:
     """Render up to `frames` frames (None = until a recorded source ends) into `out_path`."""
     session = rollout.session
     width, height = session.width, session.height

@@ -93,6 +93,7 @@ def _hello(**fields) -> str:
     ("not json", "not JSON"),
     ('{"type": "frame"}', "first message must be"),
     (b"\x00\x01", "got binary data"),
+    (None, "got an empty message"),      # a websocket message with neither text nor bytes
     (_hello(protocol=3), "protocol 3 is not supported; this studio speaks 1 and 2"),
     (_hello(output={"format": "jpeg"}), "hello.output: .output. needs protocol 2"),
     (_hello(protocol=2, output=[1]), "hello.output"),

@@ -53,6 +53,11 @@ class Rollout:
     def recorded(self) -> bool:
         return isinstance(self.source, RecordedSource)
 
+    @property
+    def recorded_length(self) -> int | None:
+        """Frames in a recorded source; None for a live one."""
+        return len(self.source) if isinstance(self.source, RecordedSource) else None
+
     def seek(self, frame: int) -> None:
         """Jump a recorded source to `frame` (the timeline follows); history of the session carries on."""
         if not isinstance(self.source, RecordedSource):

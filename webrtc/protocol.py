@@ -183,7 +183,7 @@ MESSAGE_TYPES = tuple(CLIENT_MODELS)
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_client_message(text: str | bytes) -> BaseModel:
+def parse_client_message(text: str | bytes) -> ClientMessage:
     """One data-channel message → its model, or ProtocolError naming what is wrong."""
     if isinstance(text, bytes):
         if len(text) > MAX_MESSAGE_BYTES:

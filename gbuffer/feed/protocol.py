@@ -115,8 +115,11 @@ def _hello_error(message: str, _where: str | None) -> FeedError:
     return FeedError(f"hello.{message}", None, CLOSE["bad_request"])
 
 
-def parse_hello(text: str | bytes, limits: FeedLimits = FeedLimits()) -> Hello:
+def parse_hello(text: str | bytes | None, limits: FeedLimits = FeedLimits()) -> Hello:
     """The first message of a feed → Hello, checked against the caps; FeedError otherwise."""
+    if text is None:          # a websocket message with neither text nor bytes
+        raise FeedError("the first message must be the JSON hello, got an empty message", "hello",
+                        CLOSE["bad_request"])
     if isinstance(text, bytes):
         raise FeedError("the first message must be the JSON hello, got binary data", "hello", CLOSE["bad_request"])
     try:

@@ -188,7 +188,7 @@ def run_codec(a) -> int:
 
 
 def markdown_table(result: dict) -> str:
-    cols = ("frames", "psnr", "ssim", "flicker", "flicker_ratio")
+    cols: tuple[str, ...] = ("frames", "psnr", "ssim", "flicker", "flicker_ratio")
     cols += tuple(c for c in ("lpips", "clip_score", "fvd") if c in result["overall"])
     lines = ["| what | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
+from gbuffer.frame import GBufferFrame
 from gbuffer.size import Size
 from studio.commands._args import ArgumentError
 
@@ -121,7 +123,7 @@ def run(args) -> int:
 
     source_name = f"engine:{args.engine} seed={args.seed}"
     with engine:
-        frames = islice(engine, args.frames)
+        frames: Iterator[GBufferFrame] = islice(engine, args.frames)
         if args.engine == "panda3d" and not args.rgb:         # its pass always draws the lit frame
             frames = (replace(f, rgb=None, sun=None) for f in frames)
         frames = _progress(frames, args.frames)

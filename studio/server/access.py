@@ -52,9 +52,9 @@ def same_key(presented: str | None, expected: str | None) -> bool:
                                expected.encode("utf-8", "surrogateescape"))
 
 
-def bearer(authorization: str | None) -> str | None:
-    """The KEY of an `Authorization: Bearer KEY` header, else None."""
-    if not authorization or authorization[:7].lower() != "bearer ":
+def bearer(authorization: str | bytes | None) -> str | None:
+    """The KEY of an `Authorization: Bearer KEY` header, else None (also for binary gRPC metadata)."""
+    if not isinstance(authorization, str) or authorization[:7].lower() != "bearer ":
         return None
     return authorization[7:].strip() or None
 
@@ -83,7 +83,10 @@ class Visitor:
     digest: str = ""                 # of the key: what the owners index keeps and `Visitors.find` compares
 
     def __post_init__(self):
-        self.digest = self.digest or owners.key_digest(self.key)
+        if not self.digest:
+            if self.key is None:
+                raise ValueError("a visitor needs its owner key or the key's digest")
+            self.digest = owners.key_digest(self.key)
 
     def holds(self, kind: str) -> int:
         paths = getattr(self, kind)
@@ -117,7 +120,7 @@ class Visitors:
         if self._visitors is None:
             with self._lock:
                 if self._visitors is None:
-                    self._visitors = [Visitor(None, digest=digest, **held)
+                    self._visitors = [Visitor(None, digest=digest, uploads=held["uploads"], takes=held["takes"])
                                       for digest, held in owners.read_index(self.folders())]
         return self._visitors
 
@@ -214,6 +217,7 @@ class Visitors:
     def grant(self, visitor: Visitor, store, presenter: bool = False) -> "Ownership":
         """What a new session of `visitor` gets: the owner key, the takes store as the visitor may use it, and
         whether the admin started it (a presenter's session, which OSC may steer)."""
+        assert visitor.key is not None, "a session is granted to a visitor who presented its key"
         return Ownership(visitor.key, VisitorTakes(store, self, visitor), presenter)
 
     # ---- disk ----------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -74,7 +75,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     if player_at_root:
         app.add_api_route("/", lambda: RedirectResponse("/player"), include_in_schema=False)
 
-    def error(message: str, where: str | None, status: int, headers: dict | None = None) -> JSONResponse:
+    def error(message: str, where: str | None, status: int, headers: Mapping[str, str] | None = None) -> JSONResponse:
         """Every error answer: one line, and no server path in it (redact.py)."""
         return JSONResponse({"error": hide_paths(message, settings), "where": hide_paths(where, settings)},
                             status_code=status, headers=headers)
@@ -129,6 +130,8 @@ def start_pool(settings: Settings):
     """Start or join Ray and the render workers (cluster/, the optional `cluster` extra)."""
     from cluster.pool import PoolSettings, WorkerPool
 
+    if settings.cluster is None:
+        raise ValueError("the render workers need settings.cluster (local, auto or ray://HOST:PORT)")
     return WorkerPool(PoolSettings(settings.cluster, settings.workers, settings.worker_sessions, settings.renderer,
                                    settings.renderer_options, settings.batch_wait_ms, settings.max_batch,
                                    settings.cluster_cpus)).start()

@@ -52,7 +52,7 @@ class EngineChannel:
                 msg = dc.parse_client_message(text)
             except UserError as exc:
                 return control.outbox.refusal(exc).wire()
-            kind = msg.type                                  # type: ignore[attr-defined]
+            kind = msg.type
             asked = asyncio.ensure_future(control.ask(msg, ANSWER_TIMEOUT_S))
             ended = asyncio.ensure_future(self._ended.wait())   # the worker that would answer has stopped
             await asyncio.wait({asked, ended}, return_when=asyncio.FIRST_COMPLETED)

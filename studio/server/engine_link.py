@@ -112,7 +112,7 @@ class FrameSlot:
         """→ (frame, its rgb, frames missed since the last take), or None once closed with nothing new."""
         while True:
             with self._lock:
-                if self.produced > self._taken:
+                if self.produced > self._taken and self._latest is not None:   # produced: _latest is set
                     missed, self._taken = self.produced - self._taken - 1, self.produced
                     return (*self._latest, missed)
                 if self.closed:
@@ -151,7 +151,7 @@ class EngineLink:
         return self.session.id
 
     @property
-    def owner_key(self) -> str:
+    def owner_key(self) -> str | None:
         return self.session.owner_key
 
     @property

@@ -102,7 +102,8 @@ class EngineFeedService(rpc.EngineFeedServicer):
         session = await self._owned_session(request.session_id, context)
         return pb.ScheduleReply(json=json.dumps(session.schedule.to_json()), frame=session.frame_index)
 
-    async def SetSchedule(self, request: pb.SetScheduleRequest, context) -> pb.ScheduleReply:
+    async def SetSchedule(self, request: pb.SetScheduleRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ScheduleReply:
         """The data channel's `schedule` message, through the session's control: parsed and applied by the
         session's worker between chunks (a long Parseq export takes seconds, never on the event loop)."""
         session = await self._owned_session(request.session_id, context)

@@ -199,21 +199,27 @@ class EngineStream:
         except grpc.aio.AioRpcError:      # the call went away under the reader: the writer hears it too
             self.out.finish()
 
+    @property
+    def _link(self) -> EngineLink:
+        """The session's link, for the pumps below (they run only for a stream that opened one)."""
+        assert self.link is not None, "a pump of a stream without its own session"
+        return self.link
+
     async def control(self) -> None:
         """Control messages to the session one at a time, in the order sent; each answer goes out in turn."""
         while True:
             text = await self._controls.get()
-            answer = await self.link.control(text)  # a failing handler answers an error; the stream goes on
+            answer = await self._link.control(text)  # a failing handler answers an error; the stream goes on
             if answer is not None:
                 self.out.put(channel_message(answer))
 
     async def styled(self) -> None:
         """The link's styled frames until the session ends; then the stream ends too."""
-        while (frame := await self.link.next_frame()) is not None:
+        while (frame := await self._link.next_frame()) is not None:
             await self.out.put_styled(styled_message(frame))
         self.out.finish()
 
     async def messages(self) -> None:
         """What the session says of its own accord (timeline changes, a take stopped, `ended`)."""
-        while (message := await self.link.next_message()) is not None:
+        while (message := await self._link.next_message()) is not None:
             self.out.put(channel_message(message))

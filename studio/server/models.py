@@ -107,5 +107,8 @@ class ErrorBody(BaseModel):
     where: str | None = None
 
 
+Responses = dict[int | str, dict[str, Any]]        # a route's `responses=`, as /docs documents them
+
+
 class TakeRequest(BaseModel):
     action: Literal["start", "stop"] = Field(description="start or stop recording a take of the session")

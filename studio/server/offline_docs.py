@@ -27,6 +27,7 @@ def mount_offline_docs(app: FastAPI, docs_url: str = "/docs") -> None:
     redirect_url = f"{docs_url}/oauth2-redirect"
 
     def docs() -> HTMLResponse:
+        assert app.openapi_url is not None, "the docs page needs the app's OpenAPI schema"
         return get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
                                    swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=FAVICON,

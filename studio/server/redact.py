@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import overload
 
 from studio.server.settings import Settings
 
@@ -21,6 +22,14 @@ def _folders(settings: Settings) -> list[tuple[str, str]]:
             pairs.append((spelling.rstrip(os.sep) + os.sep, shown))
             pairs.append((spelling.rstrip(os.sep), shown.rstrip("/") or "."))
     return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+@overload
+def hide_paths(text: str, settings: Settings) -> str: ...
+@overload
+def hide_paths(text: None, settings: Settings) -> None: ...
+@overload
+def hide_paths(text: str | None, settings: Settings) -> str | None: ...
 
 
 def hide_paths(text: str | None, settings: Settings) -> str | None:

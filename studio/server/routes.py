@@ -21,14 +21,14 @@ from timeline.schedule import Schedule
 from studio.server.deps import (AdminDep, FeedsDep, KeyDep, ManagerDep, MetricsDep, ScraperDep, SessionDep,
                                 SettingsDep, VisitorsDep, live_sessions)
 from studio.server.metrics import CONTENT_TYPE
-from studio.server.models import (ErrorBody, Health, OfferAnswer, OfferRequest, OscTarget, SessionInfo,
+from studio.server.models import (ErrorBody, Responses, Health, OfferAnswer, OfferRequest, OscTarget, SessionInfo,
                                   TakeRequest)
 from studio.server.session import LiveSession
 from webrtc import protocol as dc
 from webrtc.ice import IceServer
 
-ERRORS = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
-NOT_FOUND = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}}   # 401 first: ids cannot be probed
+ERRORS: Responses = {400: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+NOT_FOUND: Responses = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}}   # 401 first: ids cannot be probed
 
 webrtc_api = APIRouter(prefix="/api/webrtc", tags=["webrtc"])
 studio_api = APIRouter(prefix="/api", tags=["studio"])

@@ -28,7 +28,7 @@ from studio.server.planner import SessionPlan
 from studio.server.reports import SessionReports
 from studio.server.take_control import TakeControl
 from studio.server.worker import FrameSink, SessionWorker
-from studio.takes import TakeStore
+from studio.takes import TakeStarter
 from webrtc import protocol as dc
 from webrtc.answer import SendOnlyAnswer, close_peer
 from webrtc.encoders import EncoderSettings
@@ -41,7 +41,7 @@ class LiveSession:
     def __init__(self, session_id: str, plan: SessionPlan, source: Source, render_session: RenderSession, peer,
                  *, loop: asyncio.AbstractEventLoop, stamp: bool = False, loop_playback: bool = True,
                  observer: SessionObserver | None = None, offered_at: float | None = None,
-                 takes: TakeStore | None = None, max_watchers: int = 10,
+                 takes: TakeStarter | None = None, max_watchers: int = 10,
                  on_ended: Callable[["LiveSession", str], None] | None = None, owner_key: str | None = None,
                  sink: FrameSink | None = None, presenter: bool = False):
         self.id, self.plan, self.pc = session_id, plan, peer
@@ -224,7 +224,7 @@ class LiveSession:
         recorded = self.rollout.recorded
         return dc.Hello(session_id=self.id, source=self.source_name, renderer=self.renderer_name,
                         width=self.width, height=self.height, fps=self.fps, recorded=recorded,
-                        frames=len(self.rollout.source) if recorded else None,
+                        frames=self.rollout.recorded_length,
                         live=isinstance(self.rollout.source, LiveSource), codec=self.codec,
                         watch=None if watcher else self.audience.share(), role="watcher" if watcher else None,
                         owner_key=None if watcher else self.owner_key)

@@ -67,6 +67,8 @@ class Settings:
 
     @property
     def uploads_path(self) -> Path:
+        if self.data_dir is None:
+            raise ValueError("uploads live in the data directory, and none is set")
         return Path(self.data_dir) / UPLOAD_FOLDER
 
     @property

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from studio.server.outbox import Outbox
-from studio.takes import TakeError, TakeRecorder, TakeStore
+from studio.takes import TakeError, TakeRecorder, TakeStarter
 from webrtc import protocol as dc
 
 
 class TakeControl:
-    def __init__(self, store: TakeStore | None, outbox: Outbox, **facts):
+    def __init__(self, store: TakeStarter | None, outbox: Outbox, **facts):
         self.store = store
         self.outbox = outbox
         self.facts = facts              # source, renderer, width, height, fps, seed: written into the take

@@ -22,11 +22,11 @@ from pydantic import BaseModel
 
 from studio.server import watchers
 from studio.server.deps import KeyDep, ManagerDep, SettingsDep, VisitorsDep, WatchedDep, watched_session
-from studio.server.models import ErrorBody
+from studio.server.models import ErrorBody, Responses
 
 MAX_SDP_BYTES = 100_000
 SDP = "application/sdp"
-ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 413, 415, 502, 503)}
+ERRORS: Responses = {code: {"model": ErrorBody} for code in (400, 401, 404, 413, 415, 502, 503)}
 whep = APIRouter(prefix="/whep", tags=["watch"], responses=ERRORS)
 watch_page = APIRouter(prefix="/studio/watch", tags=["watch"], responses={c: ERRORS[c] for c in (401, 404)})
 routers = (whep, watch_page)

@@ -253,7 +253,8 @@ class SessionWorker:
                 self.outbox.send(message)
 
     def _at_end(self) -> bool:
-        return self.rollout.recorded and self.rollout.frame_index >= len(self.rollout.source)
+        length = self.rollout.recorded_length
+        return length is not None and self.rollout.frame_index >= length
 
     @property
     def latest_frame(self) -> RenderedFrame | None:
@@ -264,8 +265,7 @@ class SessionWorker:
     def set_loop(self, on: bool) -> dc.Ack:
         """A recorded source played in a loop starts again at its end, and makes the timeline loop too."""
         self.playback.loop = on
-        looped = self.rollout.recorded and on
-        self.timeline.source_loop = len(self.rollout.source) if looped else None
+        self.timeline.source_loop = self.rollout.recorded_length if on else None
         return dc.Ack(request="loop", on=on)
 
     def set_paused(self, paused: bool) -> dc.Ack:

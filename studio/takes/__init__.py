@@ -2,7 +2,7 @@
 open them (store.py). A take is re-rendered by `alaya-studio render TAKE` and replayed live as source take:ID."""
 
 from studio.takes.recorder import TakeError, TakeInfo, TakeRecorder, schedule_as_played
-from studio.takes.store import TAKE_PREFIX, Take, TakeStore, TakeSummary, is_take, open_take
+from studio.takes.store import TAKE_PREFIX, Take, TakeStarter, TakeStore, TakeSummary, is_take, open_take
 
-__all__ = ["TAKE_PREFIX", "Take", "TakeError", "TakeInfo", "TakeRecorder", "TakeStore", "TakeSummary", "is_take",
-           "open_take", "schedule_as_played"]
+__all__ = ["TAKE_PREFIX", "Take", "TakeError", "TakeInfo", "TakeRecorder", "TakeStarter", "TakeStore", "TakeSummary",
+           "is_take", "open_take", "schedule_as_played"]

@@ -27,19 +27,20 @@ class DiskReserve:
         self.size = 0
         self._fd: int | None = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         try:
-            self._grow_to(BASE_BYTES)
+            self._grow_to(self._fd, BASE_BYTES)
         except OSError:
             self.release()
             raise
 
     def check(self, frames: int) -> str | None:
         """Between frames: grow the reserve with the take; → why the take must stop now, or None."""
-        if self._fd is None:
+        fd = self._fd
+        if fd is None:
             return None
         wanted = BASE_BYTES + PER_FRAME_BYTES * GROW_FRAMES * (frames // GROW_FRAMES + 1)
         try:
             if wanted > self.size:
-                self._grow_to(wanted)
+                self._grow_to(fd, wanted)
             free = shutil.disk_usage(self.path.parent).free
         except OSError as exc:
             return f"the disk is full ({exc.strerror or exc})"
@@ -54,15 +55,15 @@ class DiskReserve:
             os.close(fd)
         self.path.unlink(missing_ok=True)
 
-    def _grow_to(self, size: int) -> None:
+    def _grow_to(self, fd: int, size: int) -> None:
         try:
-            os.posix_fallocate(self._fd, 0, size)
+            os.posix_fallocate(fd, 0, size)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
             # a filesystem without fallocate: write the bytes (ftruncate alone would be sparse, no reserve)
-            os.lseek(self._fd, self.size, os.SEEK_SET)
+            os.lseek(fd, self.size, os.SEEK_SET)
             zeros = memoryview(bytes(size - self.size))
             while zeros:
-                zeros = zeros[os.write(self._fd, zeros):]
+                zeros = zeros[os.write(fd, zeros):]
         self.size = size

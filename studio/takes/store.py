@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from alaya_errors import UserError
 from timeline.schedule import Schedule
@@ -15,6 +15,13 @@ from studio.takes.recorder import (DEFAULT_MIN_FREE, INPUT, SCHEDULE, TAKE_META,
 
 TAKE_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")   # what TakeRecorder.start names a take: a name, never a path
 TAKE_PREFIX = "take:"                                 # a take as a live session's source: take:ID
+
+
+class TakeStarter(Protocol):
+    """What a session starts its takes with: the TakeStore itself, or one visitor's share of it (VisitorTakes in
+    studio/server/access.py)."""
+
+    def start(self, on_stopped: Callable[[TakeInfo], None], **fields) -> TakeRecorder: ...
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,16 @@ import io
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
 from gbuffer.formats.common import write_atomic
 from gbuffer.frame import GBufferFrame
 from prompt_presets import Conditioning, get_preset, load_presets, resolve_prompt
+
+if TYPE_CHECKING:
+    from renderer.base import Renderer   # the renderer is imported on first use
 
 log = logging.getLogger("alaya.ui.thumbnails")
 THUMB_WIDTH, THUMB_HEIGHT = 192, 112
@@ -28,7 +32,7 @@ class ThumbnailCache:
         self.directory = Path(directory)
         self.width, self.height = width, height
         self._frame: GBufferFrame | None = None
-        self._renderer = None
+        self._renderer: Renderer | None = None
         self._lock = threading.Lock()
 
     def path(self, name: str) -> Path:
@@ -65,7 +69,8 @@ class ThumbnailCache:
             with EngineSource(width=self.width, height=self.height, fps=30.0, seed=0, autopilot=True) as source:
                 frames = iter(source)
                 for _ in range(ENGINE_WARMUP_FRAMES):
-                    self._frame = next(frames)
+                    frame = next(frames)
+            self._frame = frame
         return self._frame
 
     def _render_to(self, name: str, path: Path) -> None:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
-from studio.server.models import ErrorBody
+from studio.server.models import ErrorBody, Responses
 from studio.ui.jobs import RenderJobs
 from studio.ui.thumbnails import ThumbnailCache
 
-Responses = dict[int | str, dict[str, Any]]        # a route's `responses=`, as /docs documents them
 ERRORS: Responses = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 404: {"model": ErrorBody},
                      422: {"model": ErrorBody}}
 BUSY: Responses = {409: {"model": ErrorBody}}
