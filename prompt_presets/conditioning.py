@@ -60,7 +60,7 @@ class Conditioning:
 
     def label(self) -> str:
         """Short human-readable form, e.g. 'cyberpunk 0.70 + volcano 0.30'."""
-        parts = [(p.preset or p.text[:32]) for p in self.prompts]
+        parts = [(p.preset or shortened(p.text, 32)) for p in self.prompts]
         if len(parts) == 1:
             return parts[0]
         return " + ".join(f"{n} {p.weight:.2f}" for n, p in zip(parts, self.prompts))
@@ -69,3 +69,13 @@ class Conditioning:
         return {"mode": self.mode,
                 "prompts": [{"text": p.text, "weight": round(p.weight, 6), "preset": p.preset}
                             for p in self.prompts]}
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: whole, else cut at a word boundary with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    if " " in cut.strip():
+        cut = cut[:cut.rstrip().rfind(" ")]
+    return cut.rstrip(" ,.;:") + "…"

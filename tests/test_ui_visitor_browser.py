@@ -141,7 +141,7 @@ def test_every_box_resolves_prompt_text_the_same_way_and_the_timeline_shows_what
     page.fill("#alaya-prompt", "LAVA")                            # the prompt box: the same preset
     page.press("#alaya-prompt", "Enter")
     wait_until(lambda: status(page).get("label") == "volcano", 20, lambda: f"prompt box: {status(page).get('label')}")
-    wait_until(lambda: page.locator("#alaya-prompt-match").inner_text() == "preset volcano", 20, "no meaning shown")
+    wait_until(lambda: page.locator("#alaya-prompt-match").inner_text() == "preset Volcano", 20, "no meaning shown")
     page.fill("#alaya-prompt", "")
 
 

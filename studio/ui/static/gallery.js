@@ -3,14 +3,16 @@
 import { api, authorized } from "./api.js";
 
 const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
-const CLEAR_MATCH = 0.5;        // a top weight under this is a mix of styles, none of which the text names
+const CLEAR_MATCH = 50;         // a top share (in whole per cent, as shown) under this is a mix, not a match
 
 // Free text's meaning, said plainly when it is not a match: nothing matched (shown unstyled), or a weak mix.
-function freeTextMeaning(mapsTo) {
-  const mix = mapsTo.map(([name, w]) => `${name} ${Math.round(w * 100)}%`).join(" · ");
+// Styles are named by their tiles' titles; the rule is judged on the per cents the line shows.
+function freeTextMeaning(mapsTo, titleOf) {
+  const shares = mapsTo.map(([name, w]) => [titleOf(name), Math.round(w * 100)]);
+  const mix = shares.map(([title, pct]) => `${title} ${pct}%`).join(" · ");
   if (mapsTo.length === 1 && mapsTo[0][0] === UNSTYLED)
-    return `nothing in this text matches a style: the picture is shown unstyled (${UNSTYLED})`;
-  if (mapsTo[0][1] < CLEAR_MATCH) return `no style clearly matches; shown as a mix: ≈ ${mix}`;
+    return `nothing in this text matches a style: the picture is shown unstyled (${titleOf(UNSTYLED)})`;
+  if (shares[0][1] < CLEAR_MATCH) return `no style clearly matches; shown as a mix: ≈ ${mix}`;
   return `≈ ${mix}`;
 }
 
@@ -51,7 +53,8 @@ export const gallery = {
     const el = this.$("alaya-prompt-match");
     try {
       const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
-      el.textContent = m.preset ? `preset ${m.preset}` : freeTextMeaning(m.maps_to);
+      const titleOf = (name) => this.presets.find((p) => p.name === name)?.title || name;
+      el.textContent = m.preset ? `preset ${titleOf(m.preset)}` : freeTextMeaning(m.maps_to, titleOf);
     } catch (err) { el.textContent = ""; }
   },
   transition() { return Math.max(0, parseInt(this.$("alaya-transition").value, 10) || 0); },
