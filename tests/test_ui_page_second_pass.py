@@ -286,6 +286,11 @@ def test_free_text_that_matches_no_style_says_so(page):
     wait_until(lambda: match.inner_text(), 60, "no meaning shown")
     assert re.match(r"(nothing in this text matches a style: the picture is shown unstyled \(Original\)"
                     r"|no style clearly matches; shown as a mix: ≈ )", match.inner_text()), match.inner_text()
+    page.fill("#alaya-prompt", "asdfgh")                            # gibberish: never a match (issue 45), either way
+    page.press("#alaya-prompt", "Enter")
+    wait_until(lambda: match.inner_text().startswith("nothing in this text matches a style"), 60,
+               lambda: match.inner_text())
+    assert match.inner_text().endswith("shown unstyled (Original)")
     page.fill("#alaya-prompt", "lava river")                        # a clear match stays a plain mapping
     page.press("#alaya-prompt", "Enter")
     wait_until(lambda: re.fullmatch(r"≈ Volcano \d+%.*", match.inner_text()), 60, lambda: match.inner_text())
