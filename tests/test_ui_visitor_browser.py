@@ -17,6 +17,7 @@ import pytest
 from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, OWNER, SIZE, browser, frames_decoded, message,  # noqa: F401
                              open_studio, page, play_upload, record_statuses, server, server_schedule,
                              sessions_end_with_the_block, settled, status, wait_until)
+from prompt_presets.conditioning import shortened
 from timeline.schedule import Schedule
 from studio.ui.uploads import NOT_A_SEQUENCE
 
@@ -382,7 +383,7 @@ def test_the_first_free_text_prompt_never_stalls_the_stream(browser, tmp_path):
         page.fill("#alaya-prompt", text)
         page.press("#alaya-prompt", "Enter")
         wait_until(lambda: message(page).startswith("preparing prompt…"), 30, lambda: f"said {message(page)!r}")
-        wait_until(lambda: status(page).get("label") == text[:32], 120, "the free text never applied")
+        wait_until(lambda: status(page).get("label") == shortened(text, 32), 120, "the free text never applied")
         log = page.evaluate("window.alayaStudio.log")
         preparing, acked = log.index("preparing"), log.index("ack:prompt")
         assert "status" in log[preparing:acked], log                # frames kept coming while it prepared
