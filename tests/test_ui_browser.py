@@ -182,8 +182,11 @@ def test_editing_importing_and_exporting_the_timeline(page, server, tmp_path):
     page.fill("#tl-import-text", '0: "polar", 30: "vaporwave", 60: "deep_sea"')
     page.click("#tl-import")
     wait_until(lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.length") == 3, 10, "no import")
-    settled(page)                         # applied mid-stream it begins at the frame on screen: shifted blocks
     starts = lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.map(s => s.start)")  # noqa: E731
+    # applied mid-stream it begins at the frame on screen: the page shows the shifted blocks once the session's
+    # answer is back (until then it shows them as imported, from frame 30), and only then is it settled
+    wait_until(lambda: starts()[1] != 30, 30, "the import never began at the frame on screen")
+    settled(page)
     _, a, b = starts()
     assert b - a == 30
     page.click(".tl-block[data-index='1']")
