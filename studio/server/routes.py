@@ -65,8 +65,7 @@ async def webrtc_offer(offer: OfferRequest, manager: ManagerDep, visitors: Visit
 async def ice_configuration(settings: SettingsDep) -> BrowserIceConfiguration:
     """The RTCConfiguration for `new RTCPeerConnection(...)`: the studio's STUN/TURN servers (with TURN REST
     credentials minted for this request when the studio has a secret) and its transport policy."""
-    ice = settings.ice
-    return BrowserIceConfiguration(iceServers=list(ice.ice_servers()), iceTransportPolicy=ice.policy)
+    return BrowserIceConfiguration.model_validate(settings.ice.for_browser())
 
 
 @studio_api.get("/health", response_model=Health)

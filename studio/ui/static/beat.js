@@ -5,8 +5,9 @@
 // quantize on, every switch the page sends carries `quantize`, and the studio places it on the frame it sends on
 // the next beat or bar, ahead of time.
 
+import { SWITCH_TYPES } from "./switches.js";
+
 const TAPS_KEPT = 8, TAP_GAP_MS = 2000, MIN_BPM = 20, MAX_BPM = 300;
-const SWITCH_TYPES = new Set(["prompt", "preset", "blend"]);
 
 export const beat = {
   buildBeat() {

@@ -7,7 +7,8 @@
 // ("switch → screen"). Off, it ends when the frame's status arrives, as the frame leaves the studio's pacing for
 // the encoder ("switch → sent"): the screen is a few milliseconds later, and the line says which it is.
 
-const KEPT = 200, SENT_TYPES = new Set(["prompt", "preset", "blend"]);
+const KEPT = 200;
+export const SWITCH_TYPES = new Set(["prompt", "preset", "blend"]);   // what a style switch is sent as
 const wallNow = () => performance.timeOrigin + performance.now();
 
 export const switches = {
@@ -16,7 +17,7 @@ export const switches = {
     this.switchLog = [];                  // {ms, screen} of the session's switches, newest last
   },
   noteSwitchSent(msg) {
-    if (!SENT_TYPES.has(msg.type)) return;
+    if (!SWITCH_TYPES.has(msg.type)) return;
     this.switchPending = { at: wallNow(), before: this.lastStatus ? this.lastStatus.label : null };
   },
   // a status arrived (`label` rendered, sent now); without the stamp this is where the figure ends
