@@ -40,7 +40,11 @@ def as_played(conditionings: Sequence[Conditioning], fps: float) -> Schedule:
                                      {"kind": conds[k].mode, "frames": frames, "easing": easing}))
             k += frames
     schedule = _build(segments, conds, fps)
-    if any(schedule.conditioning_at(k) != c for k, c in enumerate(conds)):   # never: a ramp is checked frame by frame
+    # each block's ramp and first held frame, as the schedule plays them (the frames after hold what that one
+    # plays, as the recording did): never different, since each ramp was checked frame by frame with `mix`
+    checked = (f for seg in schedule.segments
+               for f in range(seg.start, min(seg.start + seg.transition.frames + 1, len(conds))))
+    if any(schedule.conditioning_at(f) != conds[f] for f in checked):
         schedule = _build([_segment(k, c) for k, c in enumerate(conds) if k == 0 or c != conds[k - 1]], conds, fps)
     return schedule
 
