@@ -241,3 +241,45 @@ def test_an_override_with_no_frame_to_play_changes_nothing():
     timeline = LiveTimeline(one_frame)
     assert timeline.switch(40, cond("infrared"), 0) == (False, 41)          # 41 begins at once: nothing to play
     assert timeline.schedule is one_frame
+
+
+def blend(volcano: float) -> Conditioning:
+    """The blend slider between cyberpunk and volcano (a style at 0 is left out, as the page sends it)."""
+    return Conditioning(tuple(p for p in (resolve_prompt("cyberpunk", 1 - volcano), resolve_prompt("volcano", volcano))
+                              if p.weight > 0))
+
+
+def drag(timeline: LiveTimeline, frames, to: float = 0.99) -> None:
+    """A slider drag: one blend step every few frames, from 5 % volcano to `to`."""
+    frames = list(frames)
+    for k, frame in enumerate(frames):
+        timeline.switch(frame, blend(0.05 + (to - 0.05) * k / (len(frames) - 1)), 0)
+
+
+def test_a_blend_drag_of_any_length_is_one_block_its_ramp_the_drag():
+    """Issue 45, finding 5: a drag used to add one block a second, each a cut."""
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    drag(timeline, range(100, 250, 6))                        # 5 s of steps, each within a second of the last
+    assert timeline.schedule.boundaries() == (0, 100)
+    block = timeline.schedule.segments[1]
+    assert [(p.preset, round(p.weight, 6)) for p in block.prompts] == [("cyberpunk", 0.01), ("volcano", 0.99)]
+    assert (block.transition.kind, block.transition.frames) == ("linear", 244 - 100 + 1)   # it ends on the last step
+    assert timeline.conditioning_at(99) == cond("cyberpunk") and timeline.conditioning_at(244) == blend(0.99)
+    assert 0.3 < weight(timeline.conditioning_at(170), "volcano") < 0.7                     # the drag, as a ramp
+    drag(timeline, range(300, 330, 6), to=0.5)                 # a second drag after a pause: a block of its own
+    assert timeline.schedule.boundaries() == (0, 100, 300)
+    timeline.switch(400, cond("polar"), 0)                     # a tile is not a blend step
+    timeline.switch(410, blend(0.3), 0)                        # nor is a blend of other styles than the block's
+    assert timeline.schedule.boundaries() == (0, 100, 300, 400)
+
+
+def test_a_blend_drag_on_a_loop_or_over_a_prepared_show_is_one_block_that_keeps_every_block():
+    looping = LiveTimeline(Schedule.single("cyberpunk"), source_loop=400)
+    drag(looping, range(100, 200, 8))
+    assert looping.schedule.boundaries() == (0, 100)
+    play(looping, [*range(196, 400), *range(10)])
+    assert looping.schedule.boundaries() == (0,) and looping.conditioning_at(5) == blend(0.99)   # the whole loop
+    show = LiveTimeline(fixed(600, (0, "cyberpunk"), (80, "polar"), (300, "deep_sea")))
+    drag(show, range(100, 200, 8))                             # an override: it ends where deep_sea begins
+    assert starts(show) == [(0, "cyberpunk"), (80, "polar"), (100, "cyberpunk"), (300, "deep_sea")]
+    assert show.conditioning_at(299) == blend(0.99) and show.conditioning_at(300) == cond("deep_sea")

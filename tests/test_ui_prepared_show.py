@@ -8,21 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, message, page, record_statuses,  # noqa: F401
-                             server, server_schedule, settled, status, wait_until)
+from helpers.browser import (CHROMIUM, HAVE_CHROMIUM, browser, message, page, record_acks,  # noqa: F401
+                             record_statuses, server, server_schedule, set_paused, settled, status, wait_until)
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"needs Debian's Chromium at {CHROMIUM}")
 
 WORLDS = ["cyberpunk", "volcano", "sandstorm", "polar", "vaporwave", "holy_gold", "deep_sea", "infrared"]
 COALESCING = 30         # a switch within a block's first second (at 30 fps) used to replace that block
-
-
-def record_acks(page) -> None:
-    page.evaluate("""() => { const s = window.alayaStudio; s.acks = [];
-        if (!s.realOnMessage) { s.realOnMessage = s.onMessage;
-            s.onMessage = function (m) {
-                if (m.type === 'ack') this.acks.push(m);
-                return this.realOnMessage(m); }; } }""")
 
 
 def ack(page, request: str) -> dict:
@@ -32,11 +24,6 @@ def ack(page, request: str) -> dict:
 
 def blocks(doc: dict) -> list[tuple[int, str]]:
     return [(seg["start"], " + ".join(p.get("preset") or p["text"] for p in seg["prompts"])) for seg in doc["segments"]]
-
-
-def set_paused(page, paused: bool) -> None:
-    page.evaluate(f"window.alayaStudio.send({{type: '{'pause' if paused else 'play'}'}})")
-    wait_until(lambda: page.evaluate("window.alayaStudio.paused") is paused, 20, f"paused did not become {paused}")
 
 
 def test_a_live_switch_over_eight_worlds_keeps_every_block_and_says_until_when(page, server):

@@ -32,7 +32,8 @@ from gbuffer.formats import GbufZipWriter
 from gbuffer.formats.common import write_atomic
 from gbuffer.frame import GBufferFrame
 from prompt_presets import Conditioning
-from timeline.schedule import PromptSpec, Schedule
+from timeline.schedule import Schedule
+from timeline.schedule.played import as_played
 from studio.takes.reserve import DiskReserve
 from media.video import Mp4Writer
 
@@ -90,15 +91,10 @@ def write_failure(exc: Exception) -> str:
 
 
 def schedule_as_played(conditionings: list[Conditioning], fps: float) -> Schedule:
-    """One segment per run of equal conditioning, cut at its first frame: exactly what each frame got, so a
-    re-render lands every switch (and every step of a transition) on the same frame."""
-    segments = []
-    for k, cond in enumerate(conditionings):
-        if k == 0 or cond != conditionings[k - 1]:
-            segments.append({"start": k, "mode": cond.mode,
-                             "prompts": [PromptSpec.from_weighted(p).model_dump(exclude_none=True)
-                                         for p in cond.prompts]})
-    return Schedule.build({"fps": fps, "length": max(1, len(conditionings)), "segments": segments})
+    """What each frame got, as blocks a person can edit: one per run of equal conditioning, and a transition as
+    one block with its ramp (`timeline.schedule.played`), so a re-render lands every switch (and every step of a
+    transition) on the same frame."""
+    return as_played(conditionings, fps)
 
 
 class TakeRecorder:

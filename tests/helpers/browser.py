@@ -86,6 +86,20 @@ def record_statuses(page) -> None:
             s.onStatus = function (m) { this.seen.push([m.frame, m.label]); return this.realOnStatus(m); }; } }""")
 
 
+def record_acks(page) -> None:
+    """Record every `ack` the session sends from now on (window.alayaStudio.acks)."""
+    page.evaluate("""() => { const s = window.alayaStudio; s.acks = [];
+        if (!s.realOnMessage) { s.realOnMessage = s.onMessage;
+            s.onMessage = function (m) {
+                if (m.type === 'ack') this.acks.push(m);
+                return this.realOnMessage(m); }; } }""")
+
+
+def set_paused(page, paused: bool) -> None:
+    page.evaluate(f"window.alayaStudio.send({{type: '{'pause' if paused else 'play'}'}})")
+    wait_until(lambda: page.evaluate("window.alayaStudio.paused") is paused, 20, f"paused did not become {paused}")
+
+
 def play_upload(page, path) -> None:
     page.set_input_files("#alaya-upload", str(path))
     wait_until(lambda: page.evaluate("window.alayaStudio.hello?.source") == f"uploads/{path.name}", 30,

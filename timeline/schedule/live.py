@@ -84,13 +84,14 @@ class LiveTimeline:
         if length:
             self.schedule, self._passes = self._loop_switch(frame % length, length, conditioning, transition)
         elif not self._plays(frame, conditioning):
-            self.schedule = self._switched(self.schedule, self._start(frame), conditioning, transition)
+            self.schedule = self._switched(self.schedule, *self._placed(frame, conditioning, transition),
+                                           conditioning)
         return Switched(whole_loop=bool(length))
 
     def patch(self, frame: int, conditioning: Conditioning, transition: int) -> None:
         """A switch at timeline `frame` (wrapped into a looping schedule); the passes to come are unchanged. An
         edit: every block the timeline then holds is the visitor's."""
-        self.schedule = self._switched(self.schedule, self._wrapped(frame), conditioning, transition)
+        self.schedule = self._switched(self.schedule, self._wrapped(frame), transition, conditioning)
         self._kept = frozenset(self.schedule.segments)
 
     def replace(self, schedule: Schedule, now: int | None = None) -> None:
@@ -131,17 +132,41 @@ class LiveTimeline:
         if self._plays(position, conditioning):
             return None
         applied = self._applied()
-        at = self._start(position)
+        at, transition = self._placed(position, conditioning, transition)
         ahead = [seg for seg in self.schedule.to_json()["segments"] if seg["start"] > position]
         until = ahead[0]["start"] if ahead else length
         assert until is not None            # _prepared: without a loop there is a block ahead
         if at >= until:                     # a one-frame block on screen, the next one right after it
             return at
-        doc = self._switched(self.schedule, at, conditioning, transition).to_json()
+        doc = self._switched(self.schedule, at, transition, conditioning).to_json()
         self.schedule = Schedule.build({**doc, "segments": [*doc["segments"], *ahead]}, "schedule")
         if length:
             self._passes = [applied]
         return until
+
+    def _placed(self, frame: int, conditioning: Conditioning, transition: int) -> tuple[int, int]:
+        """(first frame, transition frames) of the block a live switch at `frame` makes: a blend drag's steps ramp
+        one block (`_dragged`), any other switch starts where `_start` says with its own transition."""
+        if (start := self._dragged(frame, conditioning)) is not None:
+            return start, self._wrapped(frame) - start + 1
+        return self._start(frame), transition
+
+    def _dragged(self, frame: int, conditioning: Conditioning) -> int | None:
+        """Where the block begins that a blend drag's next step continues, or None when the switch is no such step.
+        A step only reweighs the styles of a live-switched block (the two of them together name at most two
+        styles, one of them a blend) and comes less than a second after that block's ramp ends. The block then
+        ramps from where it began to this step's weights at this frame: a drag of any length is one block, its
+        ramp the drag (not one block per second, each a cut)."""
+        at = self._wrapped(frame)
+        block = self.schedule.segment_at(at)
+        ramp_end = block.start + (0 if block.transition.is_cut else block.transition.frames)
+        if (block.start == 0 or at <= block.start or at - ramp_end >= round(self.schedule.fps)
+                or (len(self._kept) >= 2 and block in self._kept) or block.mode != conditioning.mode
+                or (self.schedule.length is not None and at >= self.schedule.length)):
+            return None
+        styles = {(p.text, p.preset) for p in (*conditioning.prompts, *(q.resolve() for q in block.prompts))}
+        blend = len(conditioning.prompts) > 1 or len(block.prompts) > 1
+        return block.start if blend and len(styles) <= 2 else None
 
     def _start(self, frame: int) -> int:
         """Where a live switch at `frame` starts its block. A block the visitor applied, in a timeline of several,
@@ -175,7 +200,7 @@ class LiveTimeline:
         return frame
 
     @staticmethod
-    def _switched(schedule: Schedule, frame: int, conditioning: Conditioning, transition: int) -> Schedule:
+    def _switched(schedule: Schedule, frame: int, transition: int, conditioning: Conditioning) -> Schedule:
         return past_the_end(schedule, frame, transition).switch_at(frame, conditioning, transition,
                                                                   mode=conditioning.mode)
 
@@ -186,10 +211,12 @@ class LiveTimeline:
         transition that runs past the loop's end carries on into the next pass, and the last pass — the whole
         loop in the new prompts — stays."""
         mode = conditioning.mode
-        now = self._switched(self.schedule, position, conditioning, transition)
+        dragged = self._dragged(position, conditioning)            # a blend drag's steps: one block, its ramp
+        at, transition = (position, transition) if dragged is None else (dragged, position - dragged + 1)
+        now = self._switched(self.schedule, at, transition, conditioning)
         whole = self.schedule.switch_at(0, conditioning, mode=mode)
         passes: list[Schedule] = []
-        last, left = now, position + transition - length                 # transition frames left at the wrap
+        last, left = now, at + transition - length                       # transition frames left at the wrap
         while transition > 0 and left > 0 and len(passes) < MAX_CARRIED_PASSES:
             at_wrap = last.conditioning_at(length - 1)                      # where the blend stands at the wrap
             last = whole.switch_at(0, at_wrap, mode=mode).switch_at(1, conditioning, left, mode=mode)

@@ -2,6 +2,7 @@
 // recorded switches, import/export and render-to-MP4. Mixed into the Studio (studio.js).
 import { api, authorized, sleep } from "./api.js";
 import { Timeline, promptName } from "./timeline.js";
+import { zoomable } from "./timeline-zoom.js";
 import { plural } from "./words.js";
 
 const RENDER_POLL_MS = 500;
@@ -190,5 +191,7 @@ export const timelineGlue = {
       prompt: this.$("tl-seg-prompt").value, kind: this.$("tl-seg-kind").value,
       frames: parseInt(this.$("tl-seg-frames").value, 10), easing: this.$("tl-seg-easing").value }));
     on("tl-render", "click", () => this.render());
+    zoomable(tl, { zoomIn: this.$("tl-zoom-in"), zoomOut: this.$("tl-zoom-out"), fit: this.$("tl-zoom-fit"),
+                   level: this.$("tl-zoom-level") });
   },
 };

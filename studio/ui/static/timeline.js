@@ -6,6 +6,9 @@ const MIN_VIEW = 300;          // frames shown for an open-ended schedule beyond
 const MAX_UNDO = 200;
 const LINEAR = Array.from({ length: 17 }, (_, k) => k / 16);
 
+// a preset's colour ("#rrggbb") as the browser reports a style ("rgb(r, g, b)"), for isLight
+const hexRgb = (hex) => (/^#[0-9a-f]{6}$/i.test(hex)
+  ? `rgb(${[1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16)).join(", ")})` : hex);
 // Whether a CSS colour ("rgb(r, g, b)", as the browser reports a style) is light: relative luminance over 0.5.
 function isLight(rgb) {
   const [r, g, b] = (rgb.match(/\d+(\.\d+)?/g) || [0, 0, 0]).map((v) => (+v / 255) ** 2.2);
@@ -14,6 +17,26 @@ function isLight(rgb) {
 
 export function promptName(seg) {
   return seg.prompts.map((p) => p.preset || p.text).join(" + ");
+}
+// What a block says: its style by the tile's title (`titles`: preset name → title); a blend names every style with
+// its share in whole per cents, as played ("Cyberpunk 1% + Volcano 99%"; the weights of a block sum to 1).
+export function blockLabel(seg, titles = {}) {
+  const names = seg.prompts.map((p) => (p.preset && titles[p.preset]) || p.preset || p.text);
+  if (seg.prompts.length < 2) return names[0];
+  const total = seg.prompts.reduce((sum, p) => sum + (p.weight ?? 1), 0) || 1;
+  return seg.prompts.map((p, k) => `${names[k]} ${Math.round(100 * (p.weight ?? 1) / total)}%`).join(" + ");
+}
+const FREE_TEXT = "#5d6472";   // a block of free text: no tile, no colour of its own
+// A block is painted in each style's colour, in bands as tall as its share (a 0.99 volcano blend is volcano with a
+// sliver of cyberpunk); → [CSS background, the colour of its largest share, for the text's contrast].
+function blockPaint(seg, colors) {
+  const total = seg.prompts.reduce((sum, p) => sum + (p.weight ?? 1), 0) || 1;
+  const bands = seg.prompts.map((p) => [(p.preset && colors[p.preset]) || FREE_TEXT, (p.weight ?? 1) / total]);
+  const main = bands.reduce((a, b) => (b[1] > a[1] ? b : a))[0];
+  if (bands.length < 2) return [main, main];
+  let at = 0;
+  const stops = bands.map(([c, share]) => `${c} ${(100 * at).toFixed(2)}% ${(100 * (at += share)).toFixed(2)}%`);
+  return [`linear-gradient(to bottom, ${stops.join(", ")})`, main];
 }
 // What a box's text means is the server's to say (prompt_presets.resolve_prompt: preset names and aliases in
 // any case, else free text): the page sends text and shows the schedule the session accepted.
@@ -31,6 +54,8 @@ export class Timeline {
     this.lane = root.querySelector(".tl-lane");
     this.playheadEl = root.querySelector(".tl-playhead");
     this.colors = Object.fromEntries(presets.map((p) => [p.name, p.color]));
+    this.titles = Object.fromEntries(presets.map((p) => [p.name, p.title]));
+    this.zoom = 1;     // × the panel's width (timeline-zoom.js): 5-frame blocks wide enough to read
     this.onChange = onChange; this.onSeek = onSeek; this.onSelect = onSelect || (() => {});
     this.undoStack = []; this.redoStack = [];
     this.selected = 0; this.playhead = 0; this.extent = 0;
@@ -56,10 +81,12 @@ export class Timeline {
   setSource(frames) { this.sourceFrames = frames || null; this.extent = 0; this.playhead = 0; this.render(); }
   blockAt(frame) { let k = 0; while (k + 1 < this.segments.length && this.segments[k + 1].start <= frame) k++; return k; }
   end(i) { return i + 1 < this.segments.length ? this.segments[i + 1].start : this.viewFrames; }
-  x(frame) { return (frame / this.viewFrames) * this.root.clientWidth; }
+  // the width the whole view is drawn at: the panel's, times the zoom (the panel then scrolls sideways)
+  get width() { return (this.root.clientWidth || 600) * this.zoom; }
+  x(frame) { return (frame / this.viewFrames) * this.width; }
   frameAt(clientX) {
-    const r = this.root.getBoundingClientRect();
-    return Math.max(0, Math.min(this.viewFrames - 1, Math.round(((clientX - r.left) / r.width) * this.viewFrames)));
+    const r = this.root.getBoundingClientRect(), px = clientX - r.left - this.root.clientLeft + this.root.scrollLeft;
+    return Math.max(0, Math.min(this.viewFrames - 1, Math.round((px / this.width) * this.viewFrames)));
   }
 
   // a line about the session's timeline shown with the selection info (e.g. how a live switch on a loop plays)
@@ -120,7 +147,7 @@ export class Timeline {
 
   // ---- drawing ------------------------------------------------------------------------------------------
   render() {
-    const fps = this.doc.fps || 30, view = this.viewFrames, width = this.root.clientWidth || 600;
+    const fps = this.doc.fps || 30, view = this.viewFrames, width = this.width;
     // ruler: a labelled tick every `step` seconds, minor ticks at a fifth of it
     const secs = view / fps, step = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300].find((s) => secs / s <= width / 70) || 600;
     const ticks = [];
@@ -132,6 +159,7 @@ export class Timeline {
     if (this.doc.length && view > this.doc.length)     // past the schedule's end: its last block holds
       ticks.push(`<div class="tl-end" style="left:${this.x(this.doc.length)}px" title="end of the schedule"></div>`);
     this.ruler.innerHTML = ticks.join("");
+    this.ruler.style.width = this.lane.style.width = width + "px";
     this.lane.innerHTML = "";
     this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
     this.setPlayhead(this.playhead);
@@ -141,13 +169,13 @@ export class Timeline {
   block(seg, i) {
     const el = document.createElement("div");
     const left = this.x(seg.start), w = Math.max(4, this.x(this.end(i)) - left);
-    const first = seg.prompts[0];
     el.className = "tl-block" + (i === this.selected ? " selected" : "");
     el.dataset.index = i; el.dataset.start = seg.start;
     el.style.left = left + "px"; el.style.width = w + "px";
-    el.style.background = (first.preset && this.colors[first.preset]) || "#5d6472";
-    el.classList.toggle("light", isLight(el.style.background));      // dark text on light blocks (polar)
-    el.title = `${promptName(seg)} — frames ${seg.start}..${this.end(i) - 1}`;
+    const [paint, main] = blockPaint(seg, this.colors);
+    el.style.background = paint;
+    el.classList.toggle("light", isLight(hexRgb(main)));     // dark text on light blocks (polar)
+    el.title = `${blockLabel(seg, this.titles)} — frames ${seg.start}..${this.end(i) - 1}`;
     const t = seg.transition || { kind: "cut" };
     let ramp = "";
     if (t.kind !== "cut" && t.frames) {
@@ -162,7 +190,7 @@ export class Timeline {
     const knob = i > 0 ? `<div class="tl-ramp-knob" style="left:${t.kind === "cut" ? 0 : this.x(t.frames || 0)}px"` +
       ` title="drag: transition length"></div>` : "";
     el.innerHTML = ramp + `<div class="tl-label"></div><div class="tl-trans"></div>${knob}<div class="tl-resize"></div>`;
-    el.querySelector(".tl-label").textContent = promptName(seg);
+    el.querySelector(".tl-label").textContent = blockLabel(seg, this.titles);
     el.querySelector(".tl-trans").textContent = t.kind === "cut" ? "cut" : `${t.kind} ${t.frames}f${t.easing && t.easing !== "linear" ? ` ${t.easing}` : ""}`;
     el.addEventListener("pointerdown", (ev) => {
       const part = ev.target.classList.contains("tl-resize") ? "end" :
@@ -189,7 +217,7 @@ export class Timeline {
     ev.preventDefault(); ev.stopPropagation();
     this.select(i);
     const segs = this.segments, el = ev.currentTarget;
-    const x0 = ev.clientX, start = segs[i].start, end = this.end(i), perPx = this.viewFrames / this.root.clientWidth;
+    const x0 = ev.clientX, start = segs[i].start, end = this.end(i), perPx = this.viewFrames / this.width;
     const hasNext = i + 1 < segs.length;
     const lo = i > 0 ? segs[i - 1].start + 1 : 0;                               // lowest start it may take
     // push: the blocks after it move by as much, so the last one's start bounds the move
@@ -223,7 +251,7 @@ export class Timeline {
     this.select(i);
     const seg = this.segments[i], knob = ev.target, t0 = seg.transition || { kind: "cut" };
     const f0 = t0.kind === "cut" ? 0 : t0.frames, maxF = this.end(i) - seg.start;
-    const x0 = ev.clientX, perPx = this.viewFrames / this.root.clientWidth;
+    const x0 = ev.clientX, perPx = this.viewFrames / this.width;
     let frames = f0;
     const move = (e) => {
       frames = Math.max(0, Math.min(maxF, f0 + Math.round((e.clientX - x0) * perPx)));
