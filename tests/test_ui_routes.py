@@ -259,6 +259,17 @@ def test_config_serves_the_easing_curves_the_schedule_renders(client):
         assert points == pytest.approx([EASINGS[name](k / 16) for k in range(17)], abs=1e-6)
 
 
+def test_config_gives_the_page_the_limits_the_server_validates_with(client):
+    """Issue 45, finding 8: each number field's max comes from the constant the server checks that value with."""
+    from studio.ui.jobs import MAX_JOB_FRAMES
+    from timeline.schedule import MAX_FRAMES
+    from webrtc.protocol import MAX_SWITCH_FRAMES
+
+    assert client.get("/api/ui/config").json()["limits"] == {
+        "switch_transition_frames": MAX_SWITCH_FRAMES, "block_transition_frames": MAX_FRAMES,
+        "render_frames": MAX_JOB_FRAMES}
+
+
 def test_prompt_text_means_the_same_preset_everywhere(client):
     assert client.get("/api/ui/prompt", params={"text": "LAVA"}).json()["preset"] == "volcano"
     assert client.get("/api/ui/prompt", params={"text": "Holy Gold"}).json()["maps_to"] == [["holy_gold", 1.0]]

@@ -230,3 +230,14 @@ def test_a_message_built_from_fields_is_checked_like_a_parsed_one():
         '{"type": "preset", "name": "polar", "transition": 8}')
     with pytest.raises(dc.ProtocolError, match=r"^seek message: frame: Input should be greater than or equal to 0"):
         dc.build(dc.Seek, frame=-1)
+
+
+def test_a_value_out_of_bounds_is_named_against_the_limit():
+    """Issue 45, finding 8: the page says what was sent against the limit (words.js), so the refusal names it; the
+    limit is MAX_SWITCH_FRAMES, the one the page's Transition field shows (GET /api/ui/config `limits`)."""
+    too_long = dc.MAX_SWITCH_FRAMES + 1
+    with pytest.raises(dc.ProtocolError) as refused:
+        dc.parse_client_message(f'{{"type": "preset", "name": "polar", "transition": {too_long}}}')
+    assert refused.value.detail == (f"transition: Input should be less than or equal to {dc.MAX_SWITCH_FRAMES} "
+                                    f"(got {too_long})")
+    dc.parse_client_message(f'{{"type": "preset", "name": "polar", "transition": {dc.MAX_SWITCH_FRAMES}}}')

@@ -31,8 +31,10 @@ class _Message(BaseModel):
 
 
 # A live switch's transition, as its length in frames: 0 = a cut, n = a blend of the message's `mode` over n
-# frames (it becomes a timeline.schedule Transition where the switch lands on the timeline).
-TransitionFrames = Annotated[int, Field(0, ge=0, le=10_000, description="blend length in frames; 0 = cut")]
+# frames (it becomes a timeline.schedule Transition where the switch lands on the timeline). MAX_SWITCH_FRAMES is
+# also the page's Transition field's max (GET /api/ui/config `limits`) and OSC's bound: one limit, said once.
+MAX_SWITCH_FRAMES = 10_000
+TransitionFrames = Annotated[int, Field(0, ge=0, le=MAX_SWITCH_FRAMES, description="blend length in frames; 0 = cut")]
 
 
 class _Switch(_Message):
@@ -220,10 +222,15 @@ def build(model: type[M], **fields: Any) -> M:
         raise _protocol_error(exc, kind, skip=0) from None
 
 
+BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
 def _protocol_error(exc: ValidationError, kind: str, skip: int = 1) -> ProtocolError:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"][skip:]) or "message"       # parsed: loc starts with the type
-    return ProtocolError(f"{field}: {err['msg']}", f"{kind} message")
+    # a value out of bounds is named, so the page can say what was sent against the limit (words.js)
+    got = f" (got {err['input']!r})" if err["type"] in BOUNDS and isinstance(err.get("input"), (int, float)) else ""
+    return ProtocolError(f"{field}: {err['msg']}{got}", f"{kind} message")
 
 
 class KeyState:

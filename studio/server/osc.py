@@ -134,8 +134,8 @@ class OscControl(asyncio.DatagramProtocol):
                         **self._transition_of(sid))
 
     def _set_transition(self, sid: str, args: list) -> None:
-        if not 0 <= args[0] <= 10_000:
-            raise OscRejected("bad arguments", f"transition {args[0]} frames is not within 0..10000")
+        if not 0 <= args[0] <= dc.MAX_SWITCH_FRAMES:
+            raise OscRejected("bad arguments", f"transition {args[0]} frames is not within 0..{dc.MAX_SWITCH_FRAMES}")
         self.transitions[sid] = args[0]
         return None
 

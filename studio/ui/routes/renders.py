@@ -1,6 +1,6 @@
 """Render-to-MP4 jobs: start one from the timeline's schedule and a live session's options, follow its progress,
 download the MP4. A job and its MP4 answer only to the owner key that started it (and the admin token); the
-rendering itself is studio/ui/jobs.py."""
+rendering itself, and the queue jobs wait in for their turn, is studio/ui/jobs.py."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
 from studio.server.deps import ManagerDep, VisitorDep, VisitorsDep
-from studio.server.models import SessionOptions
+from studio.server.models import ErrorBody, SessionOptions
 from studio.sources import ENGINE_INPUTS
-from studio.ui.jobs import RenderJob
+from studio.ui.jobs import RenderJob, RenderJobs
 from studio.ui.routes.deps import BUSY, UIDep
 
 router = APIRouter()
@@ -28,7 +28,8 @@ class RenderRequest(SessionOptions):
 
 class RenderJobInfo(BaseModel):
     id: str
-    state: str = Field(description="running, then done or failed")
+    state: str = Field(description="waiting (its turn has not come), running, then done or failed")
+    position: int | None = Field(description="while waiting, its place in the queue: 1 = it renders next")
     frames: int
     done: int = Field(description="frames rendered so far")
     progress: float = Field(description="done / frames, 0..1")
@@ -37,19 +38,20 @@ class RenderJobInfo(BaseModel):
     fps: float | None = Field(description="render speed, frames per second")
 
     @classmethod
-    def of(cls, job: RenderJob) -> RenderJobInfo:
-        return cls(id=job.id, state=job.state, frames=job.frames, done=job.done,
+    def of(cls, job: RenderJob, jobs: RenderJobs) -> RenderJobInfo:
+        return cls(id=job.id, state=job.state, position=jobs.position(job), frames=job.frames, done=job.done,
                    progress=round(job.done / job.frames, 4) if job.frames else 0.0, error=job.error,
                    download=f"/api/ui/renders/{job.id}/video.mp4" if job.state == "done" else None,
                    fps=job.metrics.get("fps"))
 
 
-@router.post("/renders", response_model=RenderJobInfo)
+@router.post("/renders", response_model=RenderJobInfo, responses={429: {"model": ErrorBody}})
 def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep, visitor: VisitorDep,
                  visitors: VisitorsDep) -> RenderJobInfo:
     """Render the timeline offline as a live session of the same options would (size, renderer, seed, and
     the server's limits on them); the built-in engine runs on autopilot. The job and its MP4 answer only to
-    the owner key that started it (and the admin token)."""
+    the owner key that started it (and the admin token). While another job renders it waits its turn (429 when
+    the queue is full, or this visitor has a job waiting or rendering already)."""
     if body.source in ENGINE_INPUTS:
         body = body.model_copy(update={"source": "demo"})
     visitors.require_source(visitor, body.source, ui.data_dir, manager.settings.takes_path)
@@ -61,7 +63,7 @@ def start_render(body: RenderRequest, manager: ManagerDep, ui: UIDep, visitor: V
     except BaseException:
         source.close()
         raise
-    return RenderJobInfo.of(job)
+    return RenderJobInfo.of(job, ui.jobs)
 
 
 def render_job(job_id: str, ui: UIDep, visitor: VisitorDep) -> RenderJob:
@@ -76,8 +78,8 @@ RenderJobDep = Annotated[RenderJob, Depends(render_job)]
 
 
 @router.get("/renders/{job_id}", response_model=RenderJobInfo)
-def render_status(job: RenderJobDep) -> RenderJobInfo:
-    return RenderJobInfo.of(job)
+def render_status(job: RenderJobDep, ui: UIDep) -> RenderJobInfo:
+    return RenderJobInfo.of(job, ui.jobs)
 
 
 @router.get("/renders/{job_id}/video.mp4", response_class=FileResponse,

@@ -9,13 +9,20 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from timeline.schedule import FORMATS, Schedule, builtin_names, load_builtin, parse_schedule_text
+from timeline.schedule import FORMATS, MAX_FRAMES, Schedule, builtin_names, load_builtin, parse_schedule_text
 from timeline.schedule.easing import EASINGS
 from timeline.schedule.errors import collected_warnings
+from studio.ui.jobs import MAX_JOB_FRAMES
 from studio.ui.routes.deps import UIDep
+from webrtc.protocol import MAX_SWITCH_FRAMES
 
 router = APIRouter()
 RAMP_SAMPLES = 16                   # points per easing curve the timeline draws
+# The page's number fields take their max from here: the very constants the server validates those values with,
+# so a field never offers what the studio refuses, nor a message quote a limit the field does not show.
+FIELD_LIMITS = {"switch_transition_frames": MAX_SWITCH_FRAMES,    # the Transition field (a live switch's blend)
+                "block_transition_frames": MAX_FRAMES,             # a timeline block's transition (Selected row)
+                "render_frames": MAX_JOB_FRAMES}                   # Render to MP4's frame count
 
 
 class PageConfig(BaseModel):
@@ -23,17 +30,20 @@ class PageConfig(BaseModel):
     easing_curves: dict[str, list[float]] = Field(description="each easing's weight at t = 0, 1/n … 1")
     schedules: list[str] = Field(description="built-in schedule names")
     upload_limit: int = Field(description="bytes")
+    limits: dict[str, int] = Field(description="the most each of the page's number fields takes: the limits the "
+                                               "server validates with (a transition's frames, a render's frames)")
 
 
 @router.get("/config", response_model=PageConfig)
 def config(ui: UIDep) -> PageConfig:
-    """What the page's controls offer: easing names and their curves, built-in schedules, the upload limit.
+    """What the page's controls offer: easing names and their curves, built-in schedules, the upload limit, the
+    number fields' limits.
 
     `easing_curves` holds each curve's weights at t = 0, 1/n … 1 (n = RAMP_SAMPLES), from the very functions
     the schedule renders with: the timeline draws these points, so no curve is defined twice."""
     curves = {name: [round(f(k / RAMP_SAMPLES), 6) for k in range(RAMP_SAMPLES + 1)] for name, f in EASINGS.items()}
     return PageConfig(easings=list(EASINGS), easing_curves=curves, schedules=builtin_names(),
-                      upload_limit=ui.upload_limit)
+                      upload_limit=ui.upload_limit, limits=FIELD_LIMITS)
 
 
 @router.get("/schedules/{name}", response_model=Schedule, response_model_exclude_none=True)

@@ -1,4 +1,5 @@
 // Small helpers shared by the page's modules: JSON requests to the studio, and "is the visitor typing?".
+import { inWords } from "./words.js";
 
 // The visitor's owner key (issue 26): it comes in the offer's answer and goes with every request to the studio
 // as Authorization: Bearer KEY, so the visitor's session, uploads and renders answer only to this tab. Kept in
@@ -22,7 +23,8 @@ export async function api(method, url, body) {
   if (body !== undefined) { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
   const res = await fetch(url, init);
   const data = res.headers.get("content-type")?.includes("json") ? await res.json() : null;
-  if (!res.ok) throw new Error((data && data.error) || `${method} ${url}: HTTP ${res.status}`);
+  // the studio's line, in a visitor's words (the JSON keeps the technical one)
+  if (!res.ok) throw new Error((data && data.error && inWords(data.error)) || `${method} ${url}: HTTP ${res.status}`);
   return data;
 }
 

@@ -4,6 +4,11 @@ import { api, authorized } from "./api.js";
 
 const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
 const CLEAR_MATCH = 50;         // a top share (in whole per cent, as shown) under this is a mix, not a match
+const PENDING = "pending";      // the box's text was sent; what it names is being looked up
+const TEXT = "text:";           // a blend picker's value for free text (preset names have no colon)
+
+// One prompt of a frame's status (or the box's text, resolved) as a comparable key.
+const promptKey = (p) => p.preset ? `preset:${p.preset}` : `${TEXT}${p.text}`;
 
 // Free text's meaning, said plainly when it is not a match: nothing matched (shown unstyled), or a weak mix.
 // Styles are named by their tiles' titles; the rule is judged on the per cents the line shows.
@@ -48,14 +53,38 @@ export const gallery = {
     for (const t of this.root.querySelectorAll(".alaya-tile")) t.classList.toggle("active", t.dataset.preset === outlined);
     if (outlined && !this.blendTouched) this.blendFrom(outlined);
   },
-  // Under the prompt box: which preset the text names, or which presets free text renders as.
+  // Under the prompt box: which preset the text names, or which presets free text renders as. The box now names
+  // what it sent (`boxNames`), which it keeps while that plays (followPlaying).
   async showMeaning(text) {
     const el = this.$("alaya-prompt-match");
+    this.boxEdited = false; this.boxNames = PENDING;
     try {
       const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
-      const titleOf = (name) => this.presets.find((p) => p.name === name)?.title || name;
-      el.textContent = m.preset ? `preset ${titleOf(m.preset)}` : freeTextMeaning(m.maps_to, titleOf);
-    } catch (err) { el.textContent = ""; }
+      el.textContent = m.preset ? `preset ${this.titleOf(m.preset)}`
+                                : freeTextMeaning(m.maps_to, (name) => this.titleOf(name));
+      if (this.boxNames === PENDING) this.boxNames = promptKey(m.preset ? { preset: m.preset } : { text });
+    } catch (err) { el.textContent = ""; if (this.boxNames === PENDING) this.boxNames = undefined; }
+  },
+  titleOf(name) { return this.presets.find((p) => p.name === name)?.title || name; },
+  // The prompt box and the blend follow what plays (docs/ui.md, "Prompt", "Blend"); `prompts` are the frame's,
+  // from its status. Only a change of what plays (not of the weights) moves them.
+  followPlaying(prompts) {
+    const key = prompts.map(promptKey).join(" + ");
+    if (key === this.playingKey) return;
+    this.playingKey = key;
+    const alone = prompts.length === 1 ? prompts[0] : null;
+    this.followBox(prompts, alone);
+    if (alone && !alone.preset && !this.blendTouched) this.blendFromText(alone.text);
+  },
+  // The box says what plays: a style alone by its tile's title, free text as itself, nothing for a mix it has no
+  // part in. What the visitor typed and has not sent is never overwritten, and what the box sent stays while it
+  // plays (in its transition too).
+  followBox(prompts, alone) {
+    const box = this.$("alaya-prompt");
+    if (this.boxEdited || this.boxNames === PENDING || prompts.some((p) => promptKey(p) === this.boxNames)) return;
+    box.value = alone ? (alone.preset ? this.titleOf(alone.preset) : alone.text) : "";
+    this.boxNames = alone ? promptKey(alone) : undefined;
+    this.$("alaya-prompt-match").textContent = "";      // it described the box's old text
   },
   transition() { return Math.max(0, parseInt(this.$("alaya-transition").value, 10) || 0); },
 
@@ -75,10 +104,20 @@ export const gallery = {
     a.value = name; this.$("alaya-blend").value = 0;
     if (b.value === name) b.value = (this.hotkeyPresets.find((p) => p.name !== name) || this.presets[0]).name;
   },
+  // Free text playing alone is the blend's starting point like a style: one option on the left picker holds it
+  // (the latest free text), so moving the slider mixes that text, not the style that played before it.
+  blendFromText(text) {
+    const a = this.$("alaya-blend-a");
+    let option = a.querySelector("option.alaya-blend-text");
+    if (!option) { option = new Option(); option.className = "alaya-blend-text"; a.add(option, 0); }
+    option.value = TEXT + text; option.textContent = `“${text}” (free text)`; option.title = text;
+    a.value = option.value; this.$("alaya-blend").value = 0;
+  },
   sendBlend() {
     const t = this.$("alaya-blend").value / 100;
-    const prompts = [{ preset: this.$("alaya-blend-a").value, weight: 1 - t },
-                     { preset: this.$("alaya-blend-b").value, weight: t }].filter((p) => p.weight > 0);
+    const spec = (value) => value.startsWith(TEXT) ? { text: value.slice(TEXT.length) } : { preset: value };
+    const prompts = [{ ...spec(this.$("alaya-blend-a").value), weight: 1 - t },
+                     { ...spec(this.$("alaya-blend-b").value), weight: t }].filter((p) => p.weight > 0);
     this.send({ type: "blend", prompts, mode: "linear", transition: 0 });
   },
 

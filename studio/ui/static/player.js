@@ -42,6 +42,7 @@ export const player = {
     this.disconnect();
     if (source.startsWith("take:") && this.connectedSource !== source) await this.takeTimeline(source);
     else if (this.connectedSource !== undefined && this.connectedSource !== source) this.freshTimeline();
+    if (this.connectedSource !== source) this.clearTakeLine();
     this.connectedSource = source;
     this.source = source; this.$("alaya-source").value = source;
     this.timeline.extent = 0; this.timeline.playhead = 0;
@@ -155,6 +156,7 @@ export const player = {
     this.$("tl-now").textContent = `· now frame ${at}${pass}, block #${this.timeline.blockAt(at)}`;
     const top = [...m.prompts].sort((a, b) => b.weight - a.weight)[0];
     this.markActive(top && top.preset, m.prompts.length === 1);
+    this.followPlaying(m.prompts);
     this.chartStatus(m);
   },
 };

@@ -43,6 +43,9 @@ export const presenter = {
   onTakeStatus(take) {
     if (take) this.$("alaya-take").textContent = `● REC ${take.seconds.toFixed(1)} s · ${take.frames} frames`;
   },
+  // The take line speaks of the take just recorded on this source: another source (the take itself, the engine
+  // again) clears it, while a take is not recording.
+  clearTakeLine() { if (!this.recording) this.$("alaya-take").textContent = ""; },
   onTakeStopped(m) {
     this.setRecording(false);
     this.$("alaya-take").textContent = `take ${m.take_id}: ${m.frames} frames`;
@@ -69,10 +72,18 @@ export const presenter = {
       return;
     }
     doc.loop = on;
-    if (on && !doc.length) doc.length = this.timeline.viewFrames;
+    if (on && !doc.length) doc.length = this.loopLength(doc);
     this.timeline.set(doc);
     this.send({ type: "loop", on });                   // recorded sources also restart at their end
     this.say(on ? `loop on: ${doc.length} frames repeat` : "loop off", { ok: true, kind: "timeline" });
+  },
+  // The length L gives a timeline that has none (docs/ui.md, "Presenters"), whatever the window's width: a recording
+  // its own frames; a live engine what has played so far (the frame on screen), but at least a second past the
+  // last block's start, so that block plays too.
+  loopLength(doc) {
+    const lastStart = doc.segments[doc.segments.length - 1].start;
+    if (this.hello?.recorded) return Math.max(this.hello.frames, lastStart + 1);
+    return Math.max(this.lastStatus?.frame || 0, lastStart + Math.round(doc.fps || 30));
   },
   // P and 1–8 (the tiles' numbers) everywhere, except while typing in a field (studio.js) or driving;
   // Esc, space and L in presenter mode.

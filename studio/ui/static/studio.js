@@ -6,11 +6,12 @@
 //   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
 //   beat.js (tempo, tap, quantize) · midi.js (Web MIDI, MIDI learn)
-//   inspector.js (G-buffer inspector) · share.js (the audience's watch link);
+//   inspector.js (G-buffer inspector) · share.js (the audience's watch link) · fields.js (number fields' limits);
 //   timeline.js, charts.js and qr.js are the widgets.
 import { api, typing } from "./api.js";
 import { beat } from "./beat.js";
 import { drive } from "./drive.js";
+import { fields } from "./fields.js";
 import { gallery } from "./gallery.js";
 import { heal } from "./heal.js";
 import { inspector } from "./inspector.js";
@@ -41,7 +42,7 @@ class Studio {
     this.playout = params.get("playout") || "now";         // "browser": leave the jitter buffer to Chromium
     const [presets, sources, config] = await Promise.all(
       [api("GET", "/api/ui/presets"), api("GET", "/api/ui/sources"), api("GET", "/api/ui/config")]);
-    this.presets = presets; this.config = config;
+    this.presets = presets; this.config = config; this.applyLimits();
     this.hotkeyPresets = presets.filter((p) => p.family === presets[0].family).slice(0, 8);
     this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
     this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.buildSwitches(); this.buildBeat(); this.buildMidi(); this.wire();
@@ -79,7 +80,10 @@ class Studio {
       const text = this.$("alaya-prompt").value.trim();
       if (text && this.send({ type: "prompt", text, transition: this.transition() })) this.showMeaning(text);
     });
-    on("alaya-prompt", "input", (ev) => { if (!ev.target.value.trim()) this.$("alaya-prompt-match").textContent = ""; });
+    on("alaya-prompt", "input", (ev) => {
+      this.boxEdited = !!ev.target.value.trim();        // typed and not sent: the box no longer follows what plays
+      if (!this.boxEdited) this.$("alaya-prompt-match").textContent = "";
+    });
     let blendTimer = null;
     on("alaya-blend", "input", () => { clearTimeout(blendTimer); blendTimer = setTimeout(() => this.sendBlend(), 120); });
     on("alaya-blend-a", "change", () => this.sendBlend());
@@ -113,7 +117,7 @@ class Studio {
   }
 }
 Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, beat,
-              midi, inspector, share);
+              midi, inspector, share, fields);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {

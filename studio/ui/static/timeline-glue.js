@@ -6,6 +6,13 @@ import { zoomable } from "./timeline-zoom.js";
 import { plural } from "./words.js";
 
 const RENDER_POLL_MS = 500;
+// A waiting render's place in the studio's queue (1: it renders next), and a finished one's result: its frames
+// and the speed it rendered at, named as such (not the video's frame rate).
+const ordinal = (n) => n + (n % 100 >= 11 && n % 100 <= 13 ? "th" : ["th", "st", "nd", "rd"][n % 10] || "th");
+const waitingLine = (position) =>
+  `waiting for its turn: ${position > 1 ? `${ordinal(position)} in line` : "next in line"}`;
+const doneLine = (job) => `done: ${plural(job.frames, "frame")}` +
+  (job.fps ? ` · render speed ${job.fps.toFixed(1)} frames/s` : "");
 const KEPT = "alaya-studio.timeline:";  // + source: localStorage key of the visitor's timeline on that source
 
 export const timelineGlue = {
@@ -133,8 +140,9 @@ export const timelineGlue = {
       this.succeeded("timeline");
     } catch (err) { this.say(err.message, { kind: "timeline" }); }
   },
-  // One render at a time: the button stays disabled, showing progress, until the job ends; then a download
-  // button (or the error).
+  // One render at a time per visitor: the button stays disabled until the job ends, saying its place in the
+  // studio's queue while it waits its turn (only this visitor's own), then its progress; then a download button
+  // (or the error). The speed it reports is the render's, not the video's frame rate.
   async render() {
     const frames = parseInt(this.$("tl-render-frames").value, 10) || undefined;
     const size = this.hello ? `${this.hello.width}x${this.hello.height}` : this.size;
@@ -146,15 +154,17 @@ export const timelineGlue = {
       const request = { schedule: this.timeline.doc, source: this.source, frames, size };
       let job = await api("POST", "/api/ui/renders", request);
       bar.hidden = false;
-      while (job.state === "running") {
-        bar.value = job.progress; button.textContent = `Rendering ${job.done}/${job.frames}…`;
+      while (job.state === "waiting" || job.state === "running") {
+        bar.value = job.progress;
+        button.textContent = job.state === "waiting" ? "Waiting…" : `Rendering ${job.done}/${job.frames}…`;
+        status.textContent = job.state === "waiting" ? waitingLine(job.position) : "";
         await sleep(RENDER_POLL_MS);
         job = await api("GET", `/api/ui/renders/${job.id}`);
       }
       bar.value = job.progress;
       if (job.state !== "done") throw new Error(job.error);
       button.textContent = "Fetching the MP4…";       // rendered: the button no longer says it renders
-      status.textContent = `done: ${job.frames} frames at ${job.fps?.toFixed(1)} fps`;
+      status.textContent = doneLine(job);
       // the MP4 answers only to the owner key, which a plain link cannot send: fetch it, offer the blob
       const video = await fetch(job.download, { headers: authorized() });
       if (!video.ok) throw new Error(`${job.download}: HTTP ${video.status}`);

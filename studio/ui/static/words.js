@@ -13,8 +13,30 @@ const REFUSALS = {         // request → what the page says instead of "'seek' 
 // A data-channel `error` (docs/datachannel.md) → the line the page shows.
 export function refusal(m) {
   if (REFUSALS[m.request] && m.message.includes("needs a")) return REFUSALS[m.request];
-  // "segments[2].transition.frames: 700 is longer…" → "block 3, transition frames: 700 is longer…"
-  const field = /^segments\[(\d+)\]\.?([\w.]*):\s*(.*)$/.exec(m.message);
-  if (field) return `block ${+field[1] + 1}${field[2] ? `, ${field[2].replaceAll(".", " ")}` : ""}: ${field[3]}`;
-  return m.message;
+  return inWords(m.message);
+}
+
+// A validation line from the studio (a data-channel refusal, an API error) in a visitor's words: a schedule's
+// field named as its block (`segments[2].transition.frames` → `block 3, transition frames`), and pydantic's
+// bounds said against the limit, with the field's unit (`Input should be less than or equal to 10000 (got
+// 20000)` → `20000 frames is more than 10000 frames, the most it takes`). The limits are the server's own, the
+// ones the page's fields show (fields.js). Any other line is shown as it is.
+const BOUND = /^(.*?)(\w+)?: Input should be (greater|less) than( or equal to)? (-?[\d.e+]+)(?: \(got (.+)\))?$/;
+const WHOLE = /^(.*?): Input should be a valid integer(?:, (.*?))?(?: \(got (.+)\))?$/;
+export function inWords(line) {
+  line = line.replace(/segments\[(\d+)\]\.?([\w.]*)/g,
+                      (_, i, field) => `block ${+i + 1}${field ? `, ${field.replaceAll(".", " ")}` : ""}`);
+  const bound = BOUND.exec(line);
+  if (bound) {
+    const [, head, field = "", side, orEqual, limit, got] = bound;
+    const unit = /frames?$|transition$/.test(field) ? " frames" : "";
+    const most = side === "less", limited = `${limit}${unit}`;
+    const said = got === undefined ? `${orEqual ? `at ${most ? "most" : "least"}` : most ? "under" : "over"} ${limited}`
+      : orEqual ? `${got}${unit} is ${most ? "more" : "less"} than ${limited}, the ${most ? "most" : "least"} it takes`
+      : `${got}${unit} must be ${most ? "under" : "over"} ${limited}`;
+    return `${head}${field}: ${said}`;
+  }
+  const whole = WHOLE.exec(line);
+  if (whole) return `${whole[1]}: ${whole[3] === undefined ? "it" : whole[3]} is not a whole number`;
+  return line;
 }
