@@ -132,8 +132,10 @@ export class Timeline {
     if (this.doc.length && view > this.doc.length)     // past the schedule's end: its last block holds
       ticks.push(`<div class="tl-end" style="left:${this.x(this.doc.length)}px" title="end of the schedule"></div>`);
     this.ruler.innerHTML = ticks.join("");
+    const focused = this.lane.contains(document.activeElement);     // a keyboard user's focus survives a redraw
     this.lane.innerHTML = "";
     this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
+    if (focused) this.lane.querySelector(".tl-block.selected")?.focus();
     this.setPlayhead(this.playhead);
     this.onSelect(this.selected, this.segments[this.selected]);
   }
@@ -144,6 +146,9 @@ export class Timeline {
     const first = seg.prompts[0];
     el.className = "tl-block" + (i === this.selected ? " selected" : "");
     el.dataset.index = i; el.dataset.start = seg.start;
+    // one Tab stop for the lane, on the selected block; the arrows move it (keyboard.js)
+    el.tabIndex = i === this.selected ? 0 : -1; el.setAttribute("role", "option");
+    el.setAttribute("aria-selected", String(i === this.selected));
     el.style.left = left + "px"; el.style.width = w + "px";
     el.style.background = (first.preset && this.colors[first.preset]) || "#5d6472";
     el.classList.toggle("light", isLight(el.style.background));      // dark text on light blocks (polar)
@@ -242,7 +247,9 @@ export class Timeline {
 
   select(i) {
     this.selected = i;
-    this.lane.querySelectorAll(".tl-block").forEach((b, k) => b.classList.toggle("selected", k === i));
+    this.lane.querySelectorAll(".tl-block").forEach((b, k) => {
+      b.classList.toggle("selected", k === i); b.tabIndex = k === i ? 0 : -1; b.setAttribute("aria-selected", String(k === i));
+    });
     this.onSelect(i, this.segments[i]);
   }
 }
