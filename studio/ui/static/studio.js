@@ -3,7 +3,8 @@
 // concern, each mixed into the Studio below:
 //   player.js (connection, data channel, status) · heal.js (reconnecting after a drop)
 //   gallery.js (presets, prompt, blend, sources, uploads)
-//   drive.js · presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
+//   drive.js · keyboard.js (Tab, Enter/Space, file pickers, timeline blocks) · layout.js (picture size, gallery)
+//   presenter.js (presenter mode, hotkeys, pause, loop) · timeline-glue.js (editor ↔ session)
 //   stats.js (charts) · latency.js (glass-to-glass in the page) · switches.js (switch → screen)
 //   beat.js (tempo, tap, quantize) · midi.js (Web MIDI, MIDI learn)
 //   inspector.js (G-buffer inspector) · share.js (the audience's watch link) · fields.js (number fields' limits);
@@ -15,7 +16,9 @@ import { fields } from "./fields.js";
 import { gallery } from "./gallery.js";
 import { heal } from "./heal.js";
 import { inspector } from "./inspector.js";
+import { keyboard } from "./keyboard.js";
 import { latency } from "./latency.js";
+import { layout } from "./layout.js";
 import { midi } from "./midi.js";
 import { player } from "./player.js";
 import { presenter } from "./presenter.js";
@@ -44,7 +47,7 @@ class Studio {
       [api("GET", "/api/ui/presets"), api("GET", "/api/ui/sources"), api("GET", "/api/ui/config")]);
     this.presets = presets; this.config = config; this.applyLimits();
     this.hotkeyPresets = presets.filter((p) => p.family === presets[0].family).slice(0, 8);
-    this.buildGallery(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
+    this.buildGallery(); this.buildLayout(); this.buildBlend(); this.fillSources(sources, params.get("source") || "engine");
     this.buildTimeline(); this.buildCharts(); this.buildLatency(); this.buildSwitches(); this.buildBeat(); this.buildMidi(); this.wire();
     this.inspectLoop();
     await this.restoreTimeline(this.source);
@@ -113,11 +116,11 @@ class Studio {
       if (!ev.ctrlKey && !ev.metaKey && !ev.altKey && this.onHotkey(ev)) ev.preventDefault();
     });
     window.addEventListener("keyup", (ev) => { if (this.driving) this.onDriveKey(ev, false); });
-    this.wireTimeline(); this.wireShare();
+    this.wireTimeline(); this.wireShare(); this.wireKeyboard();
   }
 }
 Object.assign(Studio.prototype, player, heal, gallery, drive, presenter, timelineGlue, stats, latency, switches, beat,
-              midi, inspector, share, fields);
+              midi, inspector, share, fields, keyboard, layout);
 
 // Entry point, called by the Gradio HTML component once its markup is in the page.
 window.AlayaStudio = {

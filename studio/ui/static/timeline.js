@@ -160,8 +160,10 @@ export class Timeline {
       ticks.push(`<div class="tl-end" style="left:${this.x(this.doc.length)}px" title="end of the schedule"></div>`);
     this.ruler.innerHTML = ticks.join("");
     this.ruler.style.width = this.lane.style.width = width + "px";
+    const focused = this.lane.contains(document.activeElement);     // a keyboard user's focus survives a redraw
     this.lane.innerHTML = "";
     this.segments.forEach((seg, i) => this.lane.appendChild(this.block(seg, i)));
+    if (focused) this.lane.querySelector(".tl-block.selected")?.focus();
     this.setPlayhead(this.playhead);
     this.onSelect(this.selected, this.segments[this.selected]);
   }
@@ -171,6 +173,9 @@ export class Timeline {
     const left = this.x(seg.start), w = Math.max(4, this.x(this.end(i)) - left);
     el.className = "tl-block" + (i === this.selected ? " selected" : "");
     el.dataset.index = i; el.dataset.start = seg.start;
+    // one Tab stop for the lane, on the selected block; the arrows move it (keyboard.js)
+    el.tabIndex = i === this.selected ? 0 : -1; el.setAttribute("role", "option");
+    el.setAttribute("aria-selected", String(i === this.selected));
     el.style.left = left + "px"; el.style.width = w + "px";
     const [paint, main] = blockPaint(seg, this.colors);
     el.style.background = paint;
@@ -270,7 +275,9 @@ export class Timeline {
 
   select(i) {
     this.selected = i;
-    this.lane.querySelectorAll(".tl-block").forEach((b, k) => b.classList.toggle("selected", k === i));
+    this.lane.querySelectorAll(".tl-block").forEach((b, k) => {
+      b.classList.toggle("selected", k === i); b.tabIndex = k === i ? 0 : -1; b.setAttribute("aria-selected", String(k === i));
+    });
     this.onSelect(i, this.segments[i]);
   }
 }
