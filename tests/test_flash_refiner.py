@@ -19,8 +19,8 @@ from renderer.flash.config import TINY
 from renderer.flash.decoder import DecoderStream
 from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.refiner import FEATURES, GBufferRefiner, quadratic_features
-from renderer.flash.session import FlashSession
 from renderer.flash.weights import REFINER, WeightsPlan
+from helpers.gbuffer_frames import as_gbuffer, mid_range_frames, renders_alike, whole_and_streamed
 from studio.cli import main
 from training.data import Recording
 from training.refiner_fit import Look, RefinerSettings, fit_refiner
@@ -43,14 +43,7 @@ def albedo_head(refiner: GBufferRefiner) -> None:
 
 
 def random_frames(n: int, seed: int = 0) -> list[GBufferFrame]:
-    """Mid-range values, so that the refiner's output stays clear of its clamp."""
-    rng = np.random.default_rng(seed)
-    return [GBufferFrame(i, i / 10, rng.integers(64, 192, (5, H, W, 3), dtype=np.uint8)) for i in range(n)]
-
-
-def as_gbuffer(frames: list[GBufferFrame]) -> torch.Tensor:
-    """→ (1, T, 5, 3, H, W) in [0, 1], as the session hands it to decode."""
-    return torch.from_numpy(np.stack([f.data for f in frames])).permute(0, 1, 4, 2, 3)[None].float() / 255
+    return mid_range_frames(n, W, H, seed)
 
 
 @pytest.fixture
@@ -89,12 +82,7 @@ def test_the_session_hands_the_refiner_its_own_chunks_gbuffer_frame_for_frame(pi
     with torch.no_grad():
         pipe.refiner.context_out.weight.zero_()
     frames = random_frames(2 * pipe.config.chunk_frames - 3, seed=2)        # a short last chunk, padded inside
-    cond = [conditioning_for("cyberpunk")] * len(frames)
-    n = pipe.config.chunk_frames
-    with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
-        out = np.concatenate([session.render(frames[i:i + n], cond[i:i + n]).rgb for i in range(0, len(frames), n)])
-    with FlashSession(pipe, W, H, seed=0, chunk_size=n) as session:
-        parts = [r.rgb for i in range(0, len(frames), n) for r in session.render_stream(frames[i:i + n], cond[i:i + n])]
+    out, parts = whole_and_streamed(pipe, frames, W, H)
     assert [len(p) for p in parts] == [1] * len(frames)                     # each frame leaves once it is refined
     streamed = np.concatenate(parts)
     albedo = np.stack([f.data[0] for f in frames])
@@ -176,13 +164,7 @@ def test_the_refiner_round_trips_through_the_weights_layout(pipe, tmp_path):
     assert back.config.refiner_looks == 2
     for k, v in pipe.refiner.state_dict().items():
         assert torch.equal(back.refiner.state_dict()[k], v), k
-    frames = random_frames(pipe.config.chunk_frames, seed=4)
-    cond = [conditioning_for("polar")] * len(frames)
-    outs = []
-    for p in (pipe, back):
-        with FlashSession(p, W, H, seed=0, chunk_size=len(frames)) as s:
-            outs.append(s.render(frames, cond).rgb)
-    assert np.array_equal(*outs)
+    assert renders_alike(pipe, back, random_frames(pipe.config.chunk_frames, seed=4), W, H)
     (tmp_path / "w" / REFINER).unlink()
     with pytest.raises(WeightsError, match=REFINER):
         FlashPipeline.from_dir(tmp_path / "w", device="cpu")

@@ -174,7 +174,8 @@ def test_a_second_visitors_render_waits_its_turn_and_says_its_place(browser, ser
             assert second.locator("#tl-render").inner_text() == "Waiting…"
             for who, frames in ((page, 150), (second, 10)):
                 link = who.locator("#tl-render-link")
-                wait_until(lambda: link.is_visible(), 300, lambda: f"a render never finished: {message(who)!r}")
+                wait_until(lambda link=link: link.is_visible(), 300,
+                           lambda who=who: f"a render never finished: {message(who)!r}")
                 done = who.locator("#tl-render-status").inner_text()
                 assert re.fullmatch(rf"done: {frames} frames · render speed \d+\.\d frames/s", done), done
         finally:

@@ -2,7 +2,8 @@
 
     ablations.decoder_only     the model as trained, refiner off: the decoder's frames tapped before the G-buffer
                                refiner (the same session, noise and history; only `pipeline.refiner` is dropped),
-                               streamed with every noise seed; its prompt accuracy as the model's (--styles)
+                               streamed with every noise seed; its prompt accuracy as the model's (--styles). A
+                               guided decoder (renderer/flash/guide.py) has no refiner: its row is the model's
     ablations.no_transformer   the strongest model built from the same parts without the transformer: every
                                chunk's denoised latent replaced by a zero latent, in fitting as in scoring, so the
                                decoder turns it into the same fixed frame; the refiner is then fitted on that input
@@ -10,7 +11,9 @@
                                quadratic head over [G-buffer, decoded], context branch by Adam, the model's
                                refiner settings from train_settings.json) on the per-pixel baseline's recordings,
                                one look per task of this eval. It is a refiner that never had a transformer to lean
-                               on, not the model with an input taken away; deterministic, so one noise seed
+                               on, not the model with an input taken away; deterministic, so one noise seed. A
+                               guided decoder keeps its guide (which sees the G-buffer and the zero latent's frame)
+                               and the refiner is fitted after it
     baselines.conv             training/conv_baseline.py, fitted within --conv-minutes on the same recordings
     transformer_contribution   overall minus no_transformer (PSNR dB, SSIM), overall and per task key
 
@@ -217,10 +220,12 @@ class Ablations:
         recordings = [load_recording(p, w, h, ORIGINAL) for p in (o.fit or training_recordings(o.weights))]
         self.conv, self.conv_fit = fit_conv(self._conv_frames(recordings, styles), styles, o.conv_minutes, o.seed)
         self.decoder_only = decoder_only(ev.renderer)
-        if self.decoder_only is None:
+        pipe = getattr(ev.renderer, "pipeline", None)
+        # a guided decoder (renderer/flash/guide.py) is the whole picture path: its decoder_only is the model
+        self.guided = pipe is not None and pipe.decoder.guide is not None and pipe.refiner is None
+        if self.decoder_only is None and not self.guided:
             self.not_computed["decoder_only"] = "the model has no G-buffer refiner: its own frames are the decoder's"
         self.no_transformer, self.no_transformer_fit = None, None
-        pipe = getattr(ev.renderer, "pipeline", None)
         if pipe is None:
             self.not_computed["no_transformer"] = "not a flash model: there is no transformer to take away"
         else:
@@ -279,6 +284,11 @@ class Ablations:
         if "decoder_only" in ablations:
             ablations["decoder_only"]["prompt_accuracy"] = self.control.summary()["accuracy"] if self.control \
                 else None
+        elif self.guided:          # the model's own figures (streaming it twice would give the same frames)
+            ablations["decoder_only"] = {
+                **overall.summary(), "by_prompt": {k: m.summary() for k, m in by_prompt.items()},
+                "prompt_accuracy": (result.get("prompt_control") or {}).get("accuracy"),
+                "same_as": "model (a guided decoder: no refiner to take away)"}
         if self.no_transformer_fit is not None:
             ablations["no_transformer_fit"] = self.no_transformer_fit
         result["ablations"] = ablations

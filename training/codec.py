@@ -32,6 +32,7 @@ from torch import nn
 from gbuffer.formats.common import atomic_path
 from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.decoder import TinyDecoder
+from renderer.flash.guide import GBufferGuide
 from renderer.flash.taehv import MemBlock, StreamMemory, TGrow, TPool, init_signal_preserving, run_stream, taehv_encoder
 from renderer.flash.weights import TINY_DECODER
 from training import bookkeeping
@@ -81,6 +82,9 @@ class CodecSettings:
     l1_weight: float = 0.5          # MSE for PSNR, L1 for edges
     latent_weight: float = 0.05     # pull of latents towards mean 0, variance 1
     perceptual_weight: float = 0.1  # only with a perceptual model
+    guide_width: int = 0            # > 0: a guided decoder (renderer/flash/guide.py) trained end to end with it
+    guide_frames: int = 1           # guided: frames per clip drawn through the guide a step (see codec_loss)
+    stack_weight: float = 0.25      # guided: the TAEHV stack's own frames also pulled towards the target (below)
     log_every: int = 10
     checkpoint_every: int = 200
     max_minutes: float | None = None  # stop early (checkpoint and write) when this much wall time has passed
@@ -89,11 +93,13 @@ class CodecSettings:
 
 
 class Codec(nn.Module):
-    def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...]):
+    def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...], guide_width: int = 0):
         super().__init__()
         self.encoder = TinyEncoder(encoder_channels).encoder
         self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
+        self.guide = GBufferGuide(guide_width) if guide_width else None
         self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
+        self.guide_width = guide_width
         init_for_training(self)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
@@ -107,10 +113,19 @@ class Codec(nn.Module):
                        memory if memory is not None else StreamMemory())
         return x.reshape(b, -1, *x.shape[1:])
 
+    def draw(self, stack_frames: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
+        """A guided decoder's frames from the TAEHV stack's (B, T, 3, H, W) and their G-buffer frames
+        (B, T, 5, 3, H, W), not clamped, as `decode`."""
+        assert self.guide is not None, "draw() is for guided codecs"
+        return self.guide(stack_frames.flatten(0, 1), gbuffer.flatten(0, 1)).unflatten(0, stack_frames.shape[:2])
+
     def decoder_module(self) -> TinyDecoder:
-        """A TinyDecoder holding these decoder weights (what the renderer loads)."""
-        out = TinyDecoder(self.decoder_channels)
+        """A TinyDecoder holding these decoder weights, the guide's too (what the renderer loads)."""
+        out = TinyDecoder(self.decoder_channels, self.guide_width)
         out.decoder.load_state_dict(self.decoder.state_dict())
+        if self.guide is not None:
+            assert out.guide is not None
+            out.guide.load_state_dict(self.guide.state_dict())
         return out
 
     def encoder_module(self) -> TinyEncoder:
@@ -154,6 +169,10 @@ def init_for_training(codec: Codec) -> None:
         out.weight.mul_(0.1)
     if out.bias is not None:
         nn.init.constant_(out.bias, 0.5)
+    if codec.guide is not None:      # He init inside; its output convolution stays at zero (it starts as the stack)
+        for m in codec.guide.modules():
+            if isinstance(m, nn.Conv2d) and m is not codec.guide.out:
+                he(m, True)
 
 
 def random_crops(clips: torch.Tensor, side: int, generator: torch.Generator) -> torch.Tensor:
@@ -170,12 +189,22 @@ def random_crops(clips: torch.Tensor, side: int, generator: torch.Generator) -> 
     return torch.stack([c[..., y:y + sy, x:x + sx] for c, y, x in zip(clips, ys, xs)])
 
 
+def crops_with_gbuffer(rgb: torch.Tensor, gbuffer: torch.Tensor | None, side: int, generator: torch.Generator
+                       ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`random_crops` of RGB clips and, where given, their G-buffer frames at the same places."""
+    if gbuffer is None:
+        return random_crops(rgb, side, generator), None
+    both = random_crops(torch.cat([rgb, gbuffer.flatten(2, 3)], 2), side, generator)
+    return both[:, :, :3], both[:, :, 3:].unflatten(2, gbuffer.shape[2:4])
+
+
 def save_codec(codec: Codec, out: Path, extra: dict) -> None:
     (out / TINY_DECODER).parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().float().contiguous() for k, v in codec.state_dict().items()}
     with atomic_path(out / TINY_DECODER) as tmp:
         save_file(state, str(tmp))
-    doc = {"encoder_channels": codec.encoder_channels, "decoder_channels": list(codec.decoder_channels), **extra}
+    doc = {"encoder_channels": codec.encoder_channels, "decoder_channels": list(codec.decoder_channels),
+           "guide_width": codec.guide_width, **extra}
     with atomic_path(out / CODEC_JSON) as tmp:
         tmp.write_text(json.dumps(doc, indent=2))
 
@@ -188,7 +217,8 @@ def load_codec(root: str | Path) -> Codec:
         raise TrainingError(f"no {CODEC_JSON}: not a directory written by 'alaya-studio train codec'", str(root))
     try:
         meta = json.loads(meta_path.read_text())
-        codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]))
+        codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]),
+                      int(meta.get("guide_width", 0)))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
     path = root / TINY_DECODER
@@ -221,13 +251,27 @@ def load_perceptual(path: str | Path | None) -> Perceptual | None:
     return model.requires_grad_(False)
 
 
-def codec_loss(codec: Codec, clips: torch.Tensor, s: CodecSettings, perceptual=None) -> tuple[torch.Tensor, dict]:
-    """clips (B, T, 3, H, W) → (loss, parts)."""
+def codec_loss(codec: Codec, clips: torch.Tensor, s: CodecSettings, perceptual=None,
+               gbuffer: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """clips (B, T, 3, H, W) → (loss, parts); a guided codec takes their G-buffer frames (B, T, 5, 3, H, W).
+
+    Guided, the loss is the picture's, plus `stack_weight` x the TAEHV stack's own frames against the target: the
+    stack's frames stay a picture in [0, 1] (what serving clamps them to before the guide) and the latent keeps
+    the target's light and colour rather than a code only the guide can read."""
     z = codec.encode(clips)
     recon = codec.decode(z)
+    loss = clips.new_zeros(())
+    if codec.guide is not None:
+        assert gbuffer is not None, "a guided codec trains on G-buffer frames too"
+        loss = s.stack_weight * (F.mse_loss(recon, clips) + s.l1_weight * F.l1_loss(recon, clips))
+        # the guide works at full size, and on a CPU its backward pass over every frame of every crop cost 10x
+        # the rest of the step: it draws `guide_frames` frames of each clip, drawn at random (torch's seeded RNG)
+        pick = torch.randperm(clips.shape[1])[:s.guide_frames].sort().values
+        clips, gbuffer = clips[:, pick], gbuffer[:, pick]
+        recon = codec.draw(recon[:, pick].clamp(0, 1), gbuffer)
     mse = F.mse_loss(recon, clips)
     parts = {"mse": mse.item(), "psnr": float(-10 * torch.log10(mse.detach().clamp_min(1e-10)))}
-    loss = mse + s.l1_weight * F.l1_loss(recon, clips)
+    loss = loss + mse + s.l1_weight * F.l1_loss(recon, clips)
     latent = z.mean() ** 2 + (z.var() - 1) ** 2
     loss = loss + s.latent_weight * latent
     parts["latent_std"] = float(z.detach().std())
@@ -262,7 +306,7 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     from tqdm import tqdm
 
     torch.manual_seed(s.seed)
-    codec = Codec(s.encoder_channels, s.decoder_channels).to(device)
+    codec = Codec(s.encoder_channels, s.decoder_channels, s.guide_width).to(device)
     opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(s.seed)
     ckpt = bookkeeping.latest_checkpoint(out) if resume else None
@@ -282,8 +326,10 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     parts: dict = {}
     t0, done = time.perf_counter(), 0
     for step in bar:
-        clips = random_crops(data.rgb_clips(s.batch, gen), s.crop, gen).to(device)
-        loss, parts = codec_loss(codec, clips, s, perceptual)
+        clips, gbuffer = crops_with_gbuffer(*data.rgb_and_gbuffer_clips(s.batch, gen, codec.guide is not None),
+                                            s.crop, gen)
+        loss, parts = codec_loss(codec, clips.to(device), s, perceptual,
+                                 gbuffer.to(device) if gbuffer is not None else None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

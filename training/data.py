@@ -204,6 +204,14 @@ class PairedClips:
 
     def rgb_clips(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """(B, T, 3, H, W) RGB only (codec training); with styles each clip in one drawn style."""
+        return self.rgb_and_gbuffer_clips(batch, generator, with_gbuffer=False)[0]
+
+    def rgb_and_gbuffer_clips(self, batch: int, generator: torch.Generator, with_gbuffer: bool = True
+                              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As `rgb_clips` (the same draws from `generator`), with each clip's G-buffer frames (B, T, 5, 3, H, W)
+        beside it: what a guided decoder's codec trains on."""
         picks = self._picks(batch, generator)
         styles, _ = self._draw_styles(picks, generator)
-        return torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, per_clip(styles, batch))])
+        rgb = torch.stack([self._rgb(k, s, style) for (k, s), style in zip(picks, per_clip(styles, batch))])
+        gbuffer = torch.stack([self.clip(k, s, with_rgb=False)[0] for k, s in picks]) if with_gbuffer else None
+        return rgb, gbuffer

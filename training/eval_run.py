@@ -292,14 +292,14 @@ class Evaluation:
         result.update(context_blocks(self, result["not_computed"], extra))     # regions and warp_error
         if self.fit_info is not None:
             result["per_pixel_fit"] = self.fit_info
-        if self.ablations is not None:
-            self.ablations.report(result, overall, by_prompt)
         if control is not None:
             result["prompt_control"] = {**control.summary(),
                                         "paraphrases": self.paraphrases() if o.paraphrases else None,
                                         "eight_worlds": self.eight_worlds() if o.eight_worlds else None}
         else:                                       # it needs --styles with two or more styles
             result["prompt_control"] = None
+        if self.ablations is not None:              # after prompt control: a guided model's decoder_only reads it
+            self.ablations.report(result, overall, by_prompt)
         return result
 
     def _baselines(self, base: dict[str, dict[str, StreamMetrics]]) -> dict:

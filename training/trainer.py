@@ -188,7 +188,11 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
                                 f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
                                 f"--config {config.name}", "--codec")
         transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
+        if codec.guide_width and s.refiner:
+            raise TrainingError("a guided decoder draws the picture itself: it takes no G-buffer refiner",
+                                "--refiner")
         decoder = codec.decoder_module()
+        config = dataclasses.replace(config, guide_width=codec.guide_width)
         targets = CodecTargets(codec.encoder_module().to(device))
         bank, config = scratch_prompt_bank(s, config)
         train_encoder = True

@@ -71,6 +71,9 @@ class FlashConfig:
     # (styles) it routes among, 0 = none (the official layout, `full`); its context branch's width
     refiner_looks: int = Field(default=0, ge=0)
     refiner_hidden: int = Field(default=16, ge=1)
+    # a guided decoder's G-buffer guide (renderer/flash/guide.py; `train codec --guide`): its width, 0 = none; read
+    # from the decoder file's shapes when weights load, as the decoder's widths are
+    guide_width: int = Field(default=0, ge=0)
     # streaming: latent frames per chunk and history sizes (long, mid, short) in latent frames
     chunk_latents: int = Field(default=4, ge=1)
     history_sizes: tuple[int, int, int] = (16, 2, 1)

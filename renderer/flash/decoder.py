@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from renderer.flash.config import LATENT_CHANNELS, TEMPORAL_SCALE
+from renderer.flash.guide import GBufferGuide
 from renderer.flash.taehv import Clamp, MemBlock, StreamMemory, TGrow, conv, init_signal_preserving, run_stream
 
 STARTUP_FRAMES = TEMPORAL_SCALE - 1           # TAEHV's frames_to_trim for 4x temporal upscaling
@@ -58,12 +59,28 @@ class DecoderStream(StreamMemory):
 
 
 class TinyDecoder(nn.Module):
-    """State-dict names `decoder.N...` as in TAEHV. Stateless itself: the caller owns a DecoderStream."""
+    """State-dict names `decoder.N...` as in TAEHV. Stateless itself: the caller owns a DecoderStream.
 
-    def __init__(self, channels=(256, 128, 64, 64)):
+    A guided decoder (`guide_width` > 0, ours: `train codec --guide`) ends in a G-buffer guide (guide.py, keys
+    `guide.*` in the same file): `forward` and `frames` still give the TAEHV stack's frames, and `guided` draws
+    the picture from each of them and its G-buffer frame."""
+
+    def __init__(self, channels=(256, 128, 64, 64), guide_width: int = 0):
         super().__init__()
         self.decoder = taehv_decoder(channels)
         init_signal_preserving(self)
+        self.guide = GBufferGuide(guide_width) if guide_width else None
+
+    @property
+    def guide_width(self) -> int:
+        return self.guide.width if self.guide is not None else 0
+
+    def guided(self, frames: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
+        """frames (B, T, 3, H, W) from `forward`/`frames`, their G-buffer frames (B, >= T, 5, 3, H, W) in [0, 1]
+        → the guided decoder's frames (B, T, 3, H, W) in [0, 1]; frame by frame independent."""
+        if self.guide is None:
+            raise ValueError("this decoder has no G-buffer guide")
+        return self.guide.frames(frames, gbuffer.to(frames.dtype))
 
     def forward(self, latents: torch.Tensor, stream: StreamMemory) -> torch.Tensor:
         """latents (B, 16, t, h, w) → frames (B, 4t - trimmed, 3, 8h, 8w) in [0, 1]; updates `stream`."""

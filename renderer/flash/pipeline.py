@@ -2,8 +2,9 @@
 
     encode_gbuffer: G-buffer frames (B, T, 5, 3, H, W) → G-buffer latent (B, 80, t, h, w)
     denoise:        noise + G-buffer latent + history + prompt → clean RGB latent (B, 16, t, h, w), 4 steps
-    decode:         RGB latent → RGB frames (B, T, 3, H, W), stateful across chunks; with a G-buffer refiner
-                    (small configs, refiner.py) the chunk's G-buffer frames and prompt refine them at full size
+    decode:         RGB latent → RGB frames (B, T, 3, H, W), stateful across chunks; a guided decoder (guide.py)
+                    draws them from the latent and the chunk's full-size G-buffer frames, or a G-buffer refiner
+                    (small configs, refiner.py) refines them with those frames and the prompt
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ class FlashPipeline:
         if bool(config.refiner_looks) != (refiner is not None):
             raise RendererError(f"config {config.name} has refiner_looks={config.refiner_looks} but "
                                 f"{'no' if refiner is None else 'a'} refiner was given")
-        if refiner is not None and config.trim_startup_frames:
-            raise RendererError("the G-buffer refiner needs the default alignment (trim_startup_frames off): "
-                                "its decoded frame i must show G-buffer frame i")
+        if (refiner is not None or decoder.guide is not None) and config.trim_startup_frames:
+            raise RendererError("a G-buffer refiner or guide needs the default alignment (trim_startup_frames "
+                                "off): its decoded frame i must show G-buffer frame i")
+        if refiner is not None and decoder.guide is not None:
+            raise RendererError("a guided decoder draws the picture itself: it takes no G-buffer refiner")
         self.config = config
         self.device, self.dtype = torch.device(device), dtype
         # diffusers' ModelMixin.to is wrapped (functools.wraps of Module.to), and its type asks for self twice
@@ -78,7 +81,7 @@ class FlashPipeline:
     @staticmethod
     def build_modules(config: FlashConfig) -> tuple[FlashTransformer, GBufferEncoder, TinyDecoder]:
         return (FlashTransformer(config), GBufferEncoder.for_config(config),
-                TinyDecoder(config.decoder_channels))
+                TinyDecoder(config.decoder_channels, config.guide_width))
 
     @classmethod
     def random(cls, config: FlashConfig | str = "tiny", seed: int = 0, prompts: list[str] | None = None,
@@ -109,7 +112,7 @@ class FlashPipeline:
         transformer, gbuffer_encoder, decoder = plan.load(torch_device, dtype)
         assert plan.config is not None and plan.decoder_channels is not None   # load() raised unless both are read
         refiner = plan.load_refiner(torch_device, dtype)
-        config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels)
+        config = dataclasses.replace(plan.config, decoder_channels=plan.decoder_channels, guide_width=plan.guide_width)
         cache_path = root / CACHE_FILE
         cached = load_cache(cache_path) if cache_path.is_file() else {}
         encoder = prompt_encoder(config.text_encoder, root, config.text_len, config.text_dim, text_encoder,
@@ -194,13 +197,29 @@ class FlashPipeline:
 
     def decode(self, latents: torch.Tensor, stream: StreamMemory, gbuffer: torch.Tensor | None = None,
                prompt: torch.Tensor | None = None) -> torch.Tensor:
-        """latents (B, 16, t, h, w) → frames (B, 4t, 3, H, W) in [0, 1]. With a refiner and `gbuffer` (the
-        G-buffer frames (B, >= 4t, 5, 3, H, W) in [0, 1] the latents were drawn from, frame for frame) and
-        `prompt` (B, L, D), the refiner adds the detail the latent lost; without `gbuffer` the decoder's frames."""
+        """latents (B, 16, t, h, w) → frames (B, 4t, 3, H, W) in [0, 1]. With `gbuffer` (the G-buffer frames
+        (B, >= 4t, 5, 3, H, W) in [0, 1] the latents were drawn from, frame for frame) a guided decoder draws the
+        picture from both, or the refiner, with `prompt` (B, L, D), adds the detail the latent lost; without
+        `gbuffer` the TAEHV stack's frames."""
         frames = self.decoder(latents.to(self.dtype), stream)
-        if self.refiner is not None and gbuffer is not None:
-            frames = self.refine(frames, gbuffer, prompt)
+        if gbuffer is not None and self.draws_from_gbuffer:
+            frames = self.from_gbuffer(frames, gbuffer, prompt)
         return frames.float()
+
+    @property
+    def draws_from_gbuffer(self) -> bool:
+        """Whether a stage after the TAEHV stack reads each frame's G-buffer: a guided decoder's guide (guide.py)
+        or the refiner (refiner.py)."""
+        return self.decoder.guide is not None or self.refiner is not None
+
+    def from_gbuffer(self, frames: torch.Tensor, gbuffer: torch.Tensor, prompt: torch.Tensor | None) -> torch.Tensor:
+        """The TAEHV stack's frames (B, T, 3, H, W) → the model's (B, T, 3, H, W), each from its own G-buffer frame
+        (gbuffer (B, >= T, 5, 3, H, W) in [0, 1]); frame by frame independent, so a live session may finish a
+        latent frame's frames one at a time and send each as soon as it is done."""
+        if self.decoder.guide is not None:
+            frames = self.decoder.guided(frames.to(self.dtype), gbuffer.to(self.device, self.dtype)).float()
+        # both only in eval's no_transformer ablation (training/ablations.py), which fits a refiner after a guide
+        return self.refine(frames, gbuffer, prompt) if self.refiner is not None else frames
 
     def decode_frames(self, latent: torch.Tensor, stream: StreamMemory) -> Iterator[torch.Tensor]:
         """One latent frame (B, 16, 1, h, w) → the decoder's frames (B, 1, 3, H, W) in [0, 1], float32, one by one

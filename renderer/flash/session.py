@@ -173,10 +173,10 @@ class FlashSession(RenderSession):
             timer.lap("decode")
             if index >= chunk.frames:       # the padding of a short last group: decoded for the memory, not sent
                 continue
-            if pipe.refiner is not None:
+            if pipe.draws_from_gbuffer:
                 assert chunk.gbuffer is not None        # prepare() always keeps the chunk's G-buffer
                 with torch.inference_mode():
-                    frame = pipe.refine(frame, chunk.gbuffer[:, index:index + 1], chunk.prompt)
+                    frame = pipe.from_gbuffer(frame, chunk.gbuffer[:, index:index + 1], chunk.prompt)
                 timer.lap("refine")
             self.frames_rendered += 1
             yield self._result(frame[0], timer)

@@ -5,7 +5,8 @@
     DIR/transformer_partial.safetensors                 loaded on top of transformer/: may override any
                                                         transformer key (its shape wins), brings the text sink
     DIR/gbuf_small_encoder.safetensors                  G-buffer encoder, family read from its shapes
-    DIR/tiny_decoder/taew2_1_ft.safetensors             TAEHV decoder (decoder.N...; encoder.* ignored)
+    DIR/tiny_decoder/taew2_1_ft.safetensors             TAEHV decoder (decoder.N...; encoder.* ignored;
+                                                        guide.*: a guided decoder's G-buffer guide, ours)
     DIR/text_embeddings.safetensors                     prompt-embedding cache (ours; optional)
     DIR/gbuffer_refiner.safetensors                     G-buffer refiner (ours; only when the config's
                                                         refiner_looks > 0: small configs, renderer/flash/refiner.py)
@@ -35,6 +36,7 @@ from renderer.base import RendererError
 from renderer.flash.checkpoint import KeyMap, TensorInfo, WeightsError, load_tensor, mapped, read_header
 from renderer.flash.config import HELIOS_SHAPE_ARGS, LATENT_CHANNELS, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder, decoder_channels
+from renderer.flash.guide import GBufferGuide, width_from_shapes
 from renderer.flash.families import key_patterns, match_family, state_shapes
 from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
 from renderer.flash.refiner import GBufferRefiner
@@ -168,6 +170,7 @@ class WeightsPlan:
         self.sink_note = ""
         self.encoder: GBufferEncoder | None = None
         self.decoder_channels: tuple[int, int, int, int] | None = None
+        self.guide_width = 0                  # a guided decoder's G-buffer guide, read from the decoder file
         if not self.root.is_dir():
             raise WeightsError("weights directory does not exist", str(self.root))
         try:
@@ -290,15 +293,16 @@ class WeightsPlan:
         check.infos = {k: i for k, i in check.infos.items() if not k.startswith("encoder.")}  # TAEHV's encoder
         self.decoder_channels = decoder_channels({k: i.shape for k, i in check.infos.items()},
                                                  self._config.decoder_channels)
+        self.guide_width = width_from_shapes({k: i.shape for k, i in check.infos.items()})
         with torch.device("meta"):
-            decoder = TinyDecoder(self.decoder_channels)
+            decoder = TinyDecoder(self.decoder_channels, self.guide_width)
         expected = state_shapes(decoder)
         for key in self._tgrow_keys(decoder):     # a wider TAEHV TGrow is cut at load, as TAEHV does
             info, want = check.infos.get(key), expected[key]
             if info is not None and info.shape[0] % want[0] == 0 and info.shape[1:] == want[1:]:
                 expected[key] = info.shape
         check.compare(expected)
-        check.family = f"TAEHV decoder, widths {self.decoder_channels}"
+        check.family = f"TAEHV decoder, widths {self.decoder_channels}" + self._guide_note()
 
     def _refiner_shape(self) -> GBufferRefiner:
         with torch.device("meta"):
@@ -320,7 +324,14 @@ class WeightsPlan:
         text = f"TAEHV tiny decoder, widths {widths}"
         if self.config is not None and self.config.refiner_looks:
             text += f" + G-buffer refiner ({self._refiner_shape().parameter_count():,} params)"
-        return text
+        return text + self._guide_note()
+
+    def _guide_note(self) -> str:
+        if not self.guide_width:
+            return ""
+        with torch.device("meta"):
+            params = GBufferGuide(self.guide_width).parameter_count()
+        return f" + G-buffer guide, width {self.guide_width} ({params:,} params)"
 
     @staticmethod
     def _tgrow_keys(decoder: TinyDecoder) -> list[str]:
@@ -336,7 +347,7 @@ class WeightsPlan:
             warnings.warn(f"{self.root}: {self.sink_note}", stacklevel=2)
         with torch.device("meta"):
             transformer = FlashTransformer(self._config, sink=self.sink)
-            decoder = TinyDecoder(self.decoder_channels)
+            decoder = TinyDecoder(self.decoder_channels, self.guide_width)
         base, partial = self.files[TRANSFORMER], self.files[TRANSFORMER_PARTIAL]
         wanted = set(transformer.state_dict())
         infos = {k: i for k, i in {**base.infos, **partial.infos}.items() if k in wanted}

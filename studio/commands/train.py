@@ -101,6 +101,9 @@ def codec_parser() -> argparse.ArgumentParser:
     p.add_argument("--crop", type=int, help="train on random square crops of this side, a multiple of 8 "
                    "(default 48; 0: whole frames)")
     p.add_argument("--perceptual", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
+    p.add_argument("--guide", type=int, default=0, metavar="WIDTH",
+                   help="a guided decoder: a G-buffer guide of this width after the TAEHV stack, trained with it "
+                   "(renderer/flash/guide.py; default 0: none)")
     p.add_argument("--styles", help="original,PRESET,... or all: each clip in one drawn style (the looks the "
                    "renderer will be trained on; default: the recordings' own RGB)")
     return p
@@ -165,12 +168,14 @@ def run_codec(a) -> int:
     for name in ("steps", "encoder_channels", "checkpoint_every", "log_every"):
         if getattr(a, name) < 1:
             raise ArgumentError(f"must be at least 1, got {getattr(a, name)}", f"--{name.replace('_', '-')}")
+    if a.guide < 0:
+        raise ArgumentError(f"must be 0 (none) or a width, got {a.guide}", "--guide")
     if a.crop is not None and (a.crop < 0 or a.crop % 8):
         raise ArgumentError(f"must be 0 or a positive multiple of 8 (the latent grid), got {a.crop}", "--crop")
     config = get_config(a.config)
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
-                      crop=CodecSettings.crop if a.crop is None else a.crop,
+                      crop=CodecSettings.crop if a.crop is None else a.crop, guide_width=a.guide,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
                       max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height],
                                                              "styles": a.styles})
