@@ -21,7 +21,8 @@ from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.weights import TINY_DECODER, WeightsPlan
 from helpers.gbuffer_frames import as_gbuffer, mid_range_frames, renders_alike, whole_and_streamed
 from studio.cli import main
-from training.baselines import PerPixelFit
+from training.baselines import PerPixelFit, codec_reconstruction
+from training.codec import load_codec
 from training.metrics import psnr
 
 W, H = 64, 32
@@ -159,6 +160,11 @@ def test_train_codec_guide_then_train_gives_a_guided_model(tmp_path, capsys):
     assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 3, "--guide", 8,
                "-o", tmp_path / "c", "--no-progress") == 0
     assert json.loads((tmp_path / "c" / "codec.json").read_text())["guide_width"] == 8
+    ceiling = tmp_path / "ceiling.json"              # the codec's ceiling is the guided decoder's, G-buffer and all
+    assert cli("eval", "codec", tmp_path / "c", rec, "--frames", 8, "--json", ceiling) == 0
+    assert json.loads(ceiling.read_text())["overall"]["frames"] == 8
+    with pytest.raises(ValueError, match="G-buffer"):             # never scored as the TAEHV stack alone
+        codec_reconstruction(load_codec(tmp_path / "c"), np.zeros((8, H, W, 3), np.uint8))
     out = tmp_path / "m"
     common = ("--config", "tiny", "--codec", tmp_path / "c", "--size", f"{W}x{H}", "--steps", 2, "--chunks", 1,
               "--styles", "original,polar", "--no-progress")

@@ -81,15 +81,24 @@ class PerPixelFit:
 
 
 @torch.no_grad()
-def codec_reconstruction(codec, rgb: np.ndarray, device: str = "cpu") -> np.ndarray:
+def codec_reconstruction(codec, rgb: np.ndarray, device: str = "cpu", gbuffer: torch.Tensor | None = None
+                         ) -> np.ndarray:
     """uint8 (N, H, W, 3) truth → uint8 (N - N mod 4, H, W, 3): encoded and decoded as a stream (each block
-    carries the encoder's and the decoder's TAEHV memory), frame i of the output aligned with frame i."""
+    carries the encoder's and the decoder's TAEHV memory), frame i of the output aligned with frame i. A guided
+    codec's decoder draws each frame with its G-buffer frame (`gbuffer`, uint8 (N, 5, 3, H, W), the recording's)."""
+    if codec.guide_width and gbuffer is None:
+        raise ValueError("a guided codec decodes with the G-buffer: give the recording's frames")
     usable = len(rgb) - len(rgb) % TEMPORAL_SCALE
     encoder, decoder = codec.encoder_module().to(device).eval(), codec.decoder_module().to(device).eval()
     enc_memory, dec_memory, parts = StreamMemory(), StreamMemory(), []
     for start in range(0, usable, CODEC_BLOCK):
         frames = torch.from_numpy(rgb[start:min(start + CODEC_BLOCK, usable)]).to(device)
         frames = frames.permute(0, 3, 1, 2).float().div_(255).unsqueeze(0)          # (1, T, 3, H, W)
-        decoded = decoder(encoder(frames, enc_memory), dec_memory)[0]                # (T, 3, H, W) in [0, 1]
+        decoded = decoder(encoder(frames, enc_memory), dec_memory)                   # (1, T, 3, H, W) in [0, 1]
+        if decoder.guide is not None:
+            assert gbuffer is not None
+            g = gbuffer[start:start + decoded.shape[1]].to(device).float().div_(255).unsqueeze(0)
+            decoded = decoder.guided(decoded, g)
+        decoded = decoded[0]
         parts.append(decoded.mul(255).round_().byte().permute(0, 2, 3, 1).cpu().numpy())
     return np.concatenate(parts) if parts else np.empty((0, *rgb.shape[1:]), np.uint8)

@@ -182,7 +182,8 @@ def rows(evaluation) -> dict[str, RowFrames]:
                                for s in range(0, len(test), BLOCK)])
 
     def codec(test, task) -> np.ndarray:
-        return codec_reconstruction(evaluation.codec, evaluation.targets(test, [task.target])[task.target])
+        target = evaluation.targets(test, [task.target])[task.target]
+        return codec_reconstruction(evaluation.codec, target, gbuffer=test.recording.gbuffer)
 
     found: dict[str, RowFrames] = {"model": model}
     if evaluation.maps:

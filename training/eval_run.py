@@ -186,7 +186,7 @@ class Evaluation:
             out["per_pixel"][task.key] = per_pixel
             if self.codec is not None:
                 codec = StreamMetrics()
-                for i, frame in enumerate(codec_reconstruction(self.codec, target)):
+                for i, frame in enumerate(codec_reconstruction(self.codec, target, gbuffer=test.recording.gbuffer)):
                     codec.update(frame, target[i])
                 out["codec"][task.key] = codec
         return out
@@ -331,7 +331,7 @@ def codec_ceiling(o: EvalOptions) -> dict:
         for task in tasks_for(test.path, o):
             target = style_frames(test.recording, task.target, renderer=reference)
             m = StreamMetrics()
-            for i, frame in enumerate(codec_reconstruction(codec, target)):
+            for i, frame in enumerate(codec_reconstruction(codec, target, gbuffer=test.recording.gbuffer)):
                 m.update(frame, target[i])
             rows.append({"recording": test.name, "prompt": task.key, **m.summary()})
             by_prompt[task.key] = by_prompt.get(task.key, StreamMetrics()).merged(m)
