@@ -71,10 +71,6 @@ class TinyDecoder(nn.Module):
         init_signal_preserving(self)
         self.guide = GBufferGuide(guide_width) if guide_width else None
 
-    @property
-    def guide_width(self) -> int:
-        return self.guide.width if self.guide is not None else 0
-
     def guided(self, frames: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
         """frames (B, T, 3, H, W) from `forward`/`frames`, their G-buffer frames (B, >= T, 5, 3, H, W) in [0, 1]
         → the guided decoder's frames (B, T, 3, H, W) in [0, 1]; frame by frame independent."""
