@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -27,3 +27,9 @@ class PlayerInput:
 
         return PlayerInput(clamp(self.steer, -1, 1), clamp(self.throttle, 0, 1),
                            clamp(self.brake, 0, 1), bool(self.reset), bool(self.handbrake))
+
+
+def newer_input(waiting: PlayerInput | None, new: PlayerInput) -> PlayerInput:
+    """`new` in place of the input still `waiting` to be taken, keeping its reset: a quick R tap arrives as a press
+    and a release within one frame, and the release must not swallow the press (latest input wins otherwise)."""
+    return replace(new, reset=True) if waiting is not None and waiting.reset and not new.reset else new

@@ -29,10 +29,11 @@ from websockets.sync.client import ClientConnection, connect
 
 from alaya_errors import validate
 from gbuffer.feed.messages import EngineInput, SessionEvent, Welcome, parse_studio_text
+from gbuffer.feed.meta import encode_meta
 from gbuffer.feed.protocol import HELLO, RETURN_PROTOCOL, FeedError, StyledFrame, decode_styled, encode_frame
 from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
-from gbuffer.input import PlayerInput
+from gbuffer.input import PlayerInput, newer_input
 from gbuffer.source import LiveSource, Source
 
 
@@ -69,7 +70,8 @@ class FeedClient:
         self.past_closes: list[tuple[int | None, str | None]] = []   # (code, reason) of each close reconnected after
         returns = {"protocol": RETURN_PROTOCOL, "output": output} if output is not None else {}
         self.hello = validate(HELLO, dict(name=name, width=width, height=height, fps=float(fps),
-                                          compression=compression, rgb=rgb, **returns), FeedError, "feed client")
+                                          compression=compression, rgb=rgb, meta=True, **returns), FeedError,
+                              "feed client")
         self.token = token
         self.welcome: dict | None = None
         self.events: list[dict] = []
@@ -121,7 +123,8 @@ class FeedClient:
                 msg = parse_studio_text(message)
                 if isinstance(msg, EngineInput):
                     with self._lock:
-                        self._input = PlayerInput(msg.steer, msg.throttle, msg.brake, msg.reset, msg.handbrake)
+                        self._input = newer_input(self._input, PlayerInput(msg.steer, msg.throttle, msg.brake,
+                                                                           msg.reset, msg.handbrake))
                         self.inputs_received += 1
                 elif isinstance(msg, SessionEvent):
                     self.events.append(msg.wire())
@@ -174,7 +177,7 @@ class FeedClient:
         return self._ws is not None and self.close_reason is None
 
     def take_input(self) -> PlayerInput | None:
-        """The newest player input since the last call, or None."""
+        """The newest player input since the last call, or None; a reset sent since is kept in it."""
         with self._lock:
             p, self._input = self._input, None
             return p
@@ -184,6 +187,9 @@ class FeedClient:
             raise FeedError(f"frame is {frame.width}x{frame.height}, the hello said "
                             f"{self.hello.width}x{self.hello.height}", "feed client")
         message = encode_frame(frame, self.hello.compression, self.hello.rgb)
+        meta = encode_meta(frame.index, frame.meta) if self.welcome and self.welcome.get("meta") else None
+        if meta is not None:
+            self._send(meta)
         if self.returns:
             self.roundtrips.sent(frame.index)
         self._send(message)

@@ -40,6 +40,7 @@ class Welcome(_FeedMessage):
     width: int | None = None
     height: int | None = None
     format: str | None = None
+    meta: bool | None = None           # the hello offered meta messages and this studio reads them
 
 
 class EngineInput(_FeedMessage):

@@ -82,6 +82,7 @@ class Hello:
     compression: Literal["none", "zlib"] = "none"
     protocol: ProtocolVersion = FEED_PROTOCOL
     rgb: StrictBool = False          # each frame payload also carries the paired RGB image
+    meta: StrictBool = False         # frames may come after a meta message (gbuffer/feed/meta.py)
     # protocol 2: what the engine's own session renders and sends back (the studio checks its fields)
     output: dict[str, Any] | None = None
 
@@ -89,6 +90,8 @@ class Hello:
         hello: dict[str, Any] = {"type": "hello", "protocol": self.protocol, "name": self.name, "width": self.width,
                                  "height": self.height, "fps": self.fps, "compression": self.compression,
                                  "rgb": self.rgb}
+        if self.meta:
+            hello["meta"] = True
         if self.output is not None:
             hello["output"] = self.output
         return json.dumps(hello)
@@ -145,7 +148,7 @@ def parse_hello(text: str | bytes | None, limits: FeedLimits = FeedLimits()) -> 
         raise FeedError(f"{hello.fps!r} is not a frame rate in (0, {limits.max_fps:g}]", "hello.fps",
                         CLOSE["bad_request"])
     return Hello(hello.name, hello.width, hello.height, float(hello.fps), hello.compression, hello.protocol,
-                 hello.rgb, hello.output if hello.returns else None)
+                 hello.rgb, hello.meta, hello.output if hello.returns else None)
 
 
 def encode_frame(frame: GBufferFrame, compression: str = "none", rgb: bool = False) -> bytes:

@@ -33,6 +33,7 @@ class Feed:
         self.close_reason = ""
         self.subscribers = 0
         self._latest: GBufferFrame | None = None
+        self._meta: tuple[int, dict] | None = None     # the engine's meta message for the frame that comes next
         self._cond = threading.Condition()
         # The frame-rate cap is a token bucket counted on arrival: a long-term rate of 1.5 x the engine's fps, with
         # a burst of two seconds of it. A plain per-second window closed honest engines whenever the server
@@ -56,9 +57,23 @@ class Feed:
         self._tokens -= 1
         return now
 
+    def hold_meta(self, index: int, entries: dict) -> None:
+        """The engine's meta message (gbuffer/feed/meta.py), kept for the frame it names, which comes next. One at a
+        time: a second before its frame is refused, so a feed cannot pile them up."""
+        if self._meta is not None:
+            raise FeedError(f"frame {index}: a second meta message before frame {self._meta[0]} arrived")
+        self._meta = (index, entries)
+
     def push(self, frame: GBufferFrame, arrived: float | None = None) -> None:
-        """A new frame from the engine (counted now, unless `arrive()` already counted it at `arrived`)."""
+        """A new frame from the engine (counted now, unless `arrive()` already counted it at `arrived`), with the
+        meta message that came before it; the studio's own entries (its source name, the arrival) win."""
         now = self.arrive() if arrived is None else arrived
+        if self._meta is not None:
+            index, entries = self._meta
+            self._meta = None
+            if index != frame.index % 2**32:
+                raise FeedError(f"a meta message for frame {index} came before frame {frame.index}")
+            frame.meta = {**entries, **frame.meta}
         frame.meta[ARRIVAL] = now         # the studio's share of a round trip counts from here (return path)
         with self._cond:
             self._latest = frame

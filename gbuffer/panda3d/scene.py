@@ -27,6 +27,17 @@ GROUND = (0.85, 0.0, (1.0, 1.0, 1.0, 1.0))
 PAINT = (0.35, 0.8, (0.85, 0.12, 0.1, 1.0))
 TYRES = (0.9, 0.0, (0.12, 0.12, 0.12, 1.0))
 CHASSIS_HALF = (0.8, 1.6, 0.35)   # half extents, metres (x across, y along, z up)
+# Stuck: driven (throttle, or a brake that reverses) yet slower than this for STUCK_S, or on its side or roof for
+# STUCK_S: the car goes back to the start, as R does. Against a rock or in the bamboo the wheels spin at 0 m/s.
+STUCK_BELOW_MS = 0.3
+STUCK_S = 2.0
+UPRIGHT_MIN = 0.5                 # the chassis' up axis' z below this: on its side or roof
+# The chase camera: CAMERA_BEHIND_M behind and CAMERA_UP_M above the car, looking just ahead of it. Its arm from
+# the car's roof to that place is a ray through the world; where it meets geometry (a rock, the bamboo, the
+# valley wall) the camera comes in to CAMERA_CLEARANCE_M short of it, so it never sits inside anything.
+CAMERA_BEHIND_M, CAMERA_UP_M = 7.0, 2.6
+CAMERA_PIVOT_UP_M = 1.2           # the arm starts above the roof (the chassis box tops out at 0.65 m)
+CAMERA_CLEARANCE_M = 0.4
 
 
 def _material(core, roughness: float, metallic: float, base: tuple[float, ...]):
@@ -82,6 +93,8 @@ class DrivingScene:
         self.world.attach_vehicle(self.vehicle)
         for x, y, front in ((0.75, 1.1, True), (-0.75, 1.1, True), (0.75, -1.1, False), (-0.75, -1.1, False)):
             self._add_wheel(core, loader, core.Point3(x, y, 0.3), front)
+        self.stuck_resets = 0                                  # resets the scene made itself (stuck or upside down)
+        self._stuck_ticks = 0
         self.reset()
 
         self.camera = None                                     # set by attach_camera()
@@ -123,15 +136,33 @@ class DrivingScene:
         body.set_linear_velocity(self.core.Vec3(0, 0, 0))
         body.set_angular_velocity(self.core.Vec3(0, 0, 0))
         body.clear_forces()
+        self._cut = True                                       # the camera cuts to the car, not swoops across
 
     @property
     def speed_ms(self) -> float:
         """Forward speed, metres per second (negative when reversing)."""
         return self.vehicle.get_current_speed_km_hour() / 3.6
 
+    @property
+    def upright(self) -> bool:
+        return self.chassis.get_quat(self.root).get_up().z >= UPRIGHT_MIN
+
+    def _stuck(self, control: PlayerInput) -> bool:
+        """Driven but not moving, or not on its wheels, for STUCK_S (counted per tick)."""
+        driven = control.throttle > 0 or (control.brake > 0 and not control.handbrake)
+        held = (driven and abs(self.speed_ms) < STUCK_BELOW_MS) or not self.upright
+        self._stuck_ticks = self._stuck_ticks + 1 if held else 0
+        return self._stuck_ticks >= STUCK_S * TICK_HZ
+
     def step(self, control: PlayerInput) -> None:
-        """One tick with `control` (already clamped); a `reset` puts the car back first."""
-        if control.reset or self.chassis.get_z() < -20:        # fell off the world: back to the start
+        """One tick with `control` (already clamped); a `reset`, a fall off the world or a car stuck for STUCK_S
+        puts the car back first."""
+        if self._stuck(control):
+            self.stuck_resets += 1
+            self._stuck_ticks = 0
+            self.reset()
+        elif control.reset or self.chassis.get_z() < -20:      # fell off the world: back to the start
+            self._stuck_ticks = 0
             self.reset()
         angle = -control.steer * MAX_STEER_DEG                 # steer right (+) turns clockwise seen from above
         self.vehicle.set_steering_value(angle, 0)
@@ -157,15 +188,29 @@ class DrivingScene:
         return self.camera
 
     def follow(self, snap: bool = False) -> None:
-        """Chase camera: 7 m behind, 2.6 m up, looking just ahead of the car; eases towards that place."""
+        """Chase camera: behind and above the car, looking just ahead of it; it eases towards that place, then
+        comes in along its arm wherever geometry stands between the car and it."""
         core, camera = self.core, self._camera
         car = self.chassis
         heading = math.radians(car.get_h())
-        behind = core.Point3(car.get_x() + 7.0 * math.sin(heading), car.get_y() - 7.0 * math.cos(heading),
-                             car.get_z() + 2.6)
-        position = behind if snap else camera.get_pos() + (behind - camera.get_pos()) * 0.25
-        camera.set_pos(position)
+        behind = core.Point3(car.get_x() + CAMERA_BEHIND_M * math.sin(heading),
+                             car.get_y() - CAMERA_BEHIND_M * math.cos(heading), car.get_z() + CAMERA_UP_M)
+        position = behind if snap or self._cut else camera.get_pos() + (behind - camera.get_pos()) * 0.25
+        self._cut = False
+        camera.set_pos(self._clear_of_geometry(car.get_pos() + core.Vec3(0, 0, CAMERA_PIVOT_UP_M), position))
         camera.look_at(car.get_pos() + core.Vec3(-2.0 * math.sin(heading), 2.0 * math.cos(heading), 0.8))
+
+    def _clear_of_geometry(self, pivot, wanted):
+        """`wanted`, or the point CAMERA_CLEARANCE_M short of the first geometry on the arm from `pivot` to it."""
+        arm = wanted - pivot
+        length = arm.length()
+        if length <= CAMERA_CLEARANCE_M:
+            return wanted
+        hits = [h for h in self.world.ray_test_all(pivot, wanted).get_hits() if h.get_node() != self.chassis.node()]
+        if not hits:
+            return wanted
+        nearest = min(h.get_hit_fraction() for h in hits)
+        return pivot + arm * max(0.0, nearest - CAMERA_CLEARANCE_M / length)
 
     def view_projection(self, fov_y_deg: float, aspect: float) -> tuple:
         """(view, projection) of the camera in the conventions frames record (gbuffer/viewpoint.py): Panda's
@@ -180,4 +225,5 @@ class DrivingScene:
     def state(self) -> dict:
         p = self.chassis.get_pos()
         return {"position": [round(p.x, 4), round(p.y, 4), round(p.z, 4)],
-                "heading": round(math.radians(self.chassis.get_h()), 5), "speed": round(self.speed_ms, 4)}
+                "heading": round(math.radians(self.chassis.get_h()), 5), "speed": round(self.speed_ms, 4),
+                "stuck_resets": self.stuck_resets}

@@ -243,7 +243,11 @@ def autopilot(parts: SessionParts, msg) -> Step:
 def _autopilot(parts: SessionParts, msg, _) -> Answer:
     source = parts.require_live("autopilot")
     if not hasattr(source, "autopilot"):
-        raise dc.ProtocolError(f"{parts.source_name} has no autopilot", "autopilot")
+        # an engine on the feed drives itself when nobody does: the page's release (Esc) has already let go of
+        # every key, so there is nothing to refuse; the ack says no autopilot took over
+        if msg.on:
+            return dc.Ack(request="autopilot", on=False)
+        raise dc.ProtocolError(f"{parts.source_name} has no autopilot to turn off", "autopilot")
     source.autopilot = msg.on
     return dc.Ack(request="autopilot", on=msg.on)
 

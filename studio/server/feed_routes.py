@@ -22,6 +22,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from alaya_errors import UserError
 from gbuffer.feed.messages import Welcome
+from gbuffer.feed.meta import decode_meta, is_meta
 from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, FeedLimits, Hello, decode_frame,
                                    encode_styled, max_message_bytes, parse_hello)
 from gbuffer.feed.source import ToEngine
@@ -113,7 +114,7 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
             link = await _open_link(manager, visitors, settings, feed, request)
             session = link.welcome()
         welcome = Welcome(protocol=hello.protocol, source=f"feed:{hello.name}", max_fps=hub.limits.max_fps,
-                          max_pixels=hub.limits.max_pixels, **session)
+                          max_pixels=hub.limits.max_pixels, meta=True if hello.meta else None, **session)
         await ws.send_text(welcome.text())
         tasks.append(loop.create_task(pump(), name=f"feed-pump-{hello.name}"))
         controls = None
@@ -134,6 +135,9 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
                 continue
             if len(data) > limit:
                 raise FeedError(f"message of {len(data)} bytes exceeds {limit}", code=CLOSE["too_big"])
+            if hello.meta and is_meta(data):  # at most MAX_META_BYTES parsed here, one per frame
+                feed.hold_meta(*decode_meta(data))
+                continue
             arrived = feed.arrive()
             # an uncompressed frame is one copy (about 0.3 ms at 416x224): here, not a thread hop away
             frame = decode_frame(data, hello) if hello.compression == "none" else \

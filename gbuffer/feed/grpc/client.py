@@ -32,7 +32,7 @@ from gbuffer.feed.grpc.messages import FORMAT_IDS, FORMATS, frame_message, open_
 from gbuffer.feed.protocol import HELLO, FeedError, StyledFrame
 from gbuffer.feed.roundtrip import RoundTrips
 from gbuffer.frame import GBufferFrame
-from gbuffer.input import PlayerInput
+from gbuffer.input import PlayerInput, newer_input
 
 _END = object()
 SEND_QUEUE = 4          # frames waiting to go out before send_frame blocks (back-pressure, as a socket's buffer)
@@ -137,7 +137,8 @@ class GrpcFeedClient:
                         self._styled.append(styled)
                     elif kind == "input":
                         i = message.input
-                        self._input = PlayerInput(i.steer, i.throttle, i.brake, i.reset, i.handbrake)
+                        self._input = newer_input(self._input, PlayerInput(i.steer, i.throttle, i.brake, i.reset,
+                                                                           i.handbrake))
                         self.inputs_received += 1
                     elif kind == "event":
                         self.events.append({"event": message.event.event, "session_id": message.event.session_id})
