@@ -52,11 +52,11 @@ def test_meta_past_its_cap_is_not_sent_and_the_frame_still_goes():
 @pytest.mark.parametrize("message, match", [
     (META_MAGIC + b"\x01", "shorter than its 9-byte header"),
     (META_HEADER.pack(META_MAGIC, 9, 3) + b"{}", "bad meta header"),
-    (_meta(b"{" + b" " * MAX_META_BYTES + b"}"), f"frame 3: meta of {MAX_META_BYTES + 2} bytes; at most"),
-    (_meta(b"\xff\xfe"), "frame 3: meta is not UTF-8"),
-    (_meta(b"{speed: 1}"), "frame 3: meta is not JSON"),
-    (_meta(b"[1, 2]"), "frame 3: meta must be a JSON object, got list"),
-    (_meta(b'{"speed": {"now": NaN}}'), "frame 3: meta holds NaN, which is not a finite number"),
+    (_meta(b"{" + b" " * MAX_META_BYTES + b"}"), f"frame 3: meta: {MAX_META_BYTES + 2} bytes; at most"),
+    (_meta(b"\xff\xfe"), "frame 3: meta: not UTF-8"),
+    (_meta(b"{speed: 1}"), "frame 3: meta: not JSON"),
+    (_meta(b"[1, 2]"), "frame 3: meta: must be a JSON object, got list"),
+    (_meta(b'{"speed": {"now": NaN}}'), "frame 3: meta: holds NaN, which is not a finite number"),
     (_meta(b"[" * 5000 + b"]" * 2000), "nested too deeply|not JSON"),
     (_meta(json.dumps({CAMERA_KEY: {"view": [[1, 0], [0, 1]], "projection": 1}}).encode()),
      "frame 3: meta: camera metadata must hold (finite )?4x4"),
@@ -113,7 +113,7 @@ def _closed_by(studio, hello: Hello, *messages: bytes) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("hello, messages, reason", [
-    (Hello("bad-meta", 32, 16, 30.0, meta=True), [_meta(b"[1]")], "frame 3: meta must be a JSON object"),
+    (Hello("bad-meta", 32, 16, 30.0, meta=True), [_meta(b"[1]")], "frame 3: meta: must be a JSON object"),
     (Hello("two-meta", 32, 16, 30.0, meta=True), [_meta(b"{}", 3), _meta(b"{}", 4)],
      "frame 4: a second meta message before frame 3 arrived"),
     (Hello("late-meta", 32, 16, 30.0, meta=True), [_meta(b"{}", 3), encode_frame(_frame(5))],

@@ -54,6 +54,13 @@ def test_the_input_a_frame_was_simulated_with_is_kept_in_its_meta(rng):
                                                           "reset": False, "handbrake": True}
 
 
+def test_the_engines_meta_travels_in_meta_json_and_the_studios_own_entries_win(rng):
+    frame = _frame(rng)
+    frame.meta.update(position=[1.0, 2.0, 0.5], engine="panda3d", source="the engine's", pixels=np.zeros(2))
+    back = parse_frame(pb.EngineMessage.FromString(frame_message(frame).SerializeToString()).frame, HELLO)
+    assert back.meta == {"position": [1.0, 2.0, 0.5], "engine": "panda3d", "source": "feed:kart"}
+
+
 def _bad_frame(rng, change) -> pb.Frame:
     message = frame_message(_frame(rng)).frame
     change(message)
@@ -69,6 +76,9 @@ def _bad_frame(rng, change) -> pb.Frame:
     (lambda m: None, Hello("kart", 32, 16, 30.0, rgb=True), "frame 7: frame.rgb: 0 bytes"),
     (lambda m: None, Hello("kart", 32, 16, 30.0, "zlib"),     # raw planes where the open said zlib
      "frame 7: frame.gbuffer.albedo: zlib data is corrupt"),
+    (lambda m: setattr(m, "meta_json", b"[1, 2]"), HELLO, "frame 7: meta: must be a JSON object, got list"),
+    (lambda m: setattr(m, "meta_json", b'{"speed": Infinity}'), HELLO, "frame 7: meta: holds Infinity"),
+    (lambda m: setattr(m, "meta_json", b"{" + bytes(9000) + b"}"), HELLO, "frame 7: meta: 9002 bytes; at most 8192"),
 ])
 def test_bad_frames_are_refused_naming_the_field(rng, change, hello, line):
     with pytest.raises(FeedError) as refused:

@@ -1,10 +1,12 @@
 """A frame's metadata on the feed: what the engine knows of the frame that its pixels do not say (the car's
 position, speed and driver, its camera), for the studio's inspector and for recordings of the feed.
 
-A binary message sent just before the frame it belongs to: META_HEADER (magic `AGBM`, the feed protocol version,
-the frame index) then one UTF-8 JSON object of at most MAX_META_BYTES. Binary, so the studio tells it from a
-frame or a control message by its first four bytes without parsing anything. Only an engine whose hello said
-`"meta": true`, answered by a welcome with `"meta": true`, sends it: older studios and engines never meet it.
+On the WebSocket feed, a binary message sent just before the frame it belongs to: META_HEADER (magic `AGBM`,
+the feed protocol version, the frame index) then one UTF-8 JSON object of at most MAX_META_BYTES. Binary, so
+the studio tells it from a frame or a control message by its first four bytes without parsing anything. Only
+an engine whose hello said `"meta": true`, answered by a welcome with `"meta": true`, sends it: older studios
+and engines never meet it.
+On gRPC, the same JSON is the frame's `meta_json` field (an older studio ignores a field it does not know).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ def json_meta(meta: dict[str, Any]) -> dict[str, MetaValue]:
     return {k: v for k, v in meta.items() if isinstance(k, str) and isinstance(v, (str, int, float, bool, list, dict))}
 
 
-def encode_meta(index: int, meta: dict[str, Any]) -> bytes | None:
-    """The meta message of frame `index`; None when it has nothing to say or would pass the cap (the frame still
-    goes, without it: an engine's metadata never costs it its feed)."""
+def meta_json(meta: dict[str, Any]) -> bytes | None:
+    """A frame's meta as the JSON a feed carries; None when it has nothing to say or would pass the cap (the frame
+    still goes, without it: an engine's metadata never costs it its feed)."""
     entries = json_meta(meta)
     if not entries:
         return None
@@ -38,9 +40,13 @@ def encode_meta(index: int, meta: dict[str, Any]) -> bytes | None:
         body = json.dumps(entries, allow_nan=False, separators=(",", ":")).encode()
     except (TypeError, ValueError):
         return None
-    if len(body) > MAX_META_BYTES:
-        return None
-    return META_HEADER.pack(META_MAGIC, FEED_PROTOCOL, index % 2**32) + body
+    return body if len(body) <= MAX_META_BYTES else None
+
+
+def encode_meta(index: int, meta: dict[str, Any]) -> bytes | None:
+    """The WebSocket meta message of frame `index`, or None (meta_json)."""
+    body = meta_json(meta)
+    return None if body is None else META_HEADER.pack(META_MAGIC, FEED_PROTOCOL, index % 2**32) + body
 
 
 def is_meta(message: bytes) -> bool:
@@ -48,34 +54,39 @@ def is_meta(message: bytes) -> bool:
 
 
 def decode_meta(message: bytes) -> tuple[int, dict[str, MetaValue]]:
-    """One meta message → (frame index, its entries); FeedError naming what is wrong. The size is checked before
-    anything is parsed, so the event loop never parses more than MAX_META_BYTES."""
+    """One WebSocket meta message → (frame index, its entries); FeedError naming what is wrong."""
     if len(message) < META_HEADER.size:
         raise FeedError(f"meta message of {len(message)} bytes is shorter than its {META_HEADER.size}-byte header")
     magic, version, index = META_HEADER.unpack_from(message)
     if magic != META_MAGIC or version != FEED_PROTOCOL:
         raise FeedError(f"bad meta header (magic {magic!r}, version {version})")
-    body = message[META_HEADER.size:]
+    return index, parse_meta(message[META_HEADER.size:], index)
+
+
+def parse_meta(body: bytes, index: int) -> dict[str, MetaValue]:
+    """A frame's meta JSON (either transport) → its entries; FeedError naming what is wrong. The size is checked
+    before anything is parsed, so no more than MAX_META_BYTES is ever parsed."""
+    where = f"frame {index}: meta"
     if len(body) > MAX_META_BYTES:
-        raise FeedError(f"frame {index}: meta of {len(body)} bytes; at most {MAX_META_BYTES}", code=CLOSE["too_big"])
+        raise FeedError(f"{len(body)} bytes; at most {MAX_META_BYTES}", where, CLOSE["too_big"])
     try:
         entries = json.loads(body.decode(), parse_constant=_not_finite)
     except UnicodeDecodeError:
-        raise FeedError(f"frame {index}: meta is not UTF-8") from None
+        raise FeedError("not UTF-8", where) from None
     except json.JSONDecodeError as exc:
-        raise FeedError(f"frame {index}: meta is not JSON ({exc.msg})") from None
+        raise FeedError(f"not JSON ({exc.msg})", where) from None
     except ValueError as exc:                 # NaN or Infinity, at any depth
-        raise FeedError(f"frame {index}: meta {exc}") from None
+        raise FeedError(str(exc), where) from None
     except RecursionError:
-        raise FeedError(f"frame {index}: meta JSON nested too deeply") from None
+        raise FeedError("JSON nested too deeply", where) from None
     if not isinstance(entries, dict):
-        raise FeedError(f"frame {index}: meta must be a JSON object, got {type(entries).__name__}")
+        raise FeedError(f"must be a JSON object, got {type(entries).__name__}", where)
     if CAMERA_KEY in entries:                  # recordings and eval read it: refused here, not deep in them
         try:
-            Viewpoint.from_meta(entries, f"frame {index}: meta")
+            Viewpoint.from_meta(entries, where)
         except GBufferError as exc:
-            raise FeedError(str(exc), None) from None
-    return index, entries
+            raise FeedError(exc.detail, where) from None
+    return entries
 
 
 def _not_finite(name: str) -> float:

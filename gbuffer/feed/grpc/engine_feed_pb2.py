@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gbuffer/feed/grpc/engine_feed.proto\x12\x0f\x61laya.engine.v1\"\x94\x01\n\rEngineMessage\x12%\n\x04open\x18\x01 \x01(\x0b\x32\x15.alaya.engine.v1.OpenH\x00\x12\'\n\x05\x66rame\x18\x02 \x01(\x0b\x32\x16.alaya.engine.v1.FrameH\x00\x12+\n\x07\x63ontrol\x18\x03 \x01(\x0b\x32\x18.alaya.engine.v1.ControlH\x00\x42\x06\n\x04kind\"\xb0\x01\n\x04Open\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\x0b\n\x03\x66ps\x18\x04 \x01(\x01\x12\x31\n\x0b\x63ompression\x18\x05 \x01(\x0e\x32\x1c.alaya.engine.v1.Compression\x12\x0b\n\x03rgb\x18\x06 \x01(\x08\x12.\n\x06output\x18\x07 \x01(\x0b\x32\x1e.alaya.engine.v1.OutputRequest\"\x9c\x01\n\rOutputRequest\x12\x10\n\x08renderer\x18\x01 \x01(\t\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\x0e\n\x06prompt\x18\x04 \x01(\t\x12\x10\n\x08schedule\x18\x05 \x01(\t\x12\'\n\x06\x66ormat\x18\x06 \x01(\x0e\x32\x17.alaya.engine.v1.Format\x12\x0f\n\x07quality\x18\x07 \x01(\r\"]\n\x07GBuffer\x12\x0e\n\x06\x61lbedo\x18\x01 \x01(\x0c\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x0c\x12\x10\n\x08metallic\x18\x03 \x01(\x0c\x12\x0e\n\x06normal\x18\x04 \x01(\x0c\x12\x11\n\troughness\x18\x05 \x01(\x0c\"\x91\x01\n\x05\x46rame\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x03\x12)\n\x07gbuffer\x18\x03 \x01(\x0b\x32\x18.alaya.engine.v1.GBuffer\x12\x0b\n\x03rgb\x18\x04 \x01(\x0c\x12+\n\x05input\x18\x05 \x01(\x0b\x32\x1c.alaya.engine.v1.PlayerInput\"\x17\n\x07\x43ontrol\x12\x0c\n\x04json\x18\x01 \x01(\t\"_\n\x0bPlayerInput\x12\r\n\x05steer\x18\x01 \x01(\x02\x12\x10\n\x08throttle\x18\x02 \x01(\x02\x12\r\n\x05\x62rake\x18\x03 \x01(\x02\x12\r\n\x05reset\x18\x04 \x01(\x08\x12\x11\n\thandbrake\x18\x05 \x01(\x08\"\x80\x02\n\rStudioMessage\x12+\n\x07welcome\x18\x01 \x01(\x0b\x32\x18.alaya.engine.v1.WelcomeH\x00\x12.\n\x06styled\x18\x02 \x01(\x0b\x32\x1c.alaya.engine.v1.StyledFrameH\x00\x12-\n\x05input\x18\x03 \x01(\x0b\x32\x1c.alaya.engine.v1.PlayerInputH\x00\x12\'\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x16.alaya.engine.v1.EventH\x00\x12\x32\n\x07\x63hannel\x18\x05 \x01(\x0b\x32\x1f.alaya.engine.v1.ChannelMessageH\x00\x42\x06\n\x04kind\"\xea\x01\n\x07Welcome\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\'\n\x06limits\x18\x02 \x01(\x0b\x32\x17.alaya.engine.v1.Limits\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x11\n\towner_key\x18\x04 \x01(\t\x12\x12\n\nwatch_path\x18\x05 \x01(\t\x12\x11\n\twatch_key\x18\x06 \x01(\t\x12\x10\n\x08renderer\x18\x07 \x01(\t\x12\r\n\x05width\x18\x08 \x01(\r\x12\x0e\n\x06height\x18\t \x01(\r\x12\'\n\x06\x66ormat\x18\n \x01(\x0e\x32\x17.alaya.engine.v1.Format\"-\n\x06Limits\x12\x0f\n\x07max_fps\x18\x01 \x01(\x01\x12\x12\n\nmax_pixels\x18\x02 \x01(\x04\"\xa8\x01\n\x0bStyledFrame\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\'\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x17.alaya.engine.v1.Format\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06missed\x18\x06 \x01(\r\x12\x11\n\trender_ms\x18\x07 \x01(\x02\x12\x11\n\tstudio_ms\x18\x08 \x01(\x02\"*\n\x05\x45vent\x12\r\n\x05\x65vent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\x1e\n\x0e\x43hannelMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"%\n\x0fScheduleRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"L\n\x12SetScheduleRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08schedule\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_now\x18\x03 \x01(\x08\",\n\rScheduleReply\x12\x0c\n\x04json\x18\x01 \x01(\t\x12\r\n\x05\x66rame\x18\x02 \x01(\x04*9\n\x0b\x43ompression\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_ZLIB\x10\x01*+\n\x06\x46ormat\x12\x10\n\x0c\x46ORMAT_RGB24\x10\x00\x12\x0f\n\x0b\x46ORMAT_JPEG\x10\x01\x32\xff\x01\n\nEngineFeed\x12L\n\x06Stream\x12\x1e.alaya.engine.v1.EngineMessage\x1a\x1e.alaya.engine.v1.StudioMessage(\x01\x30\x01\x12O\n\x0bGetSchedule\x12 .alaya.engine.v1.ScheduleRequest\x1a\x1e.alaya.engine.v1.ScheduleReply\x12R\n\x0bSetSchedule\x12#.alaya.engine.v1.SetScheduleRequest\x1a\x1e.alaya.engine.v1.ScheduleReplyB&\n\x12\x61i.alaya.engine.v1\xaa\x02\x0f\x41laya.Engine.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gbuffer/feed/grpc/engine_feed.proto\x12\x0f\x61laya.engine.v1\"\x94\x01\n\rEngineMessage\x12%\n\x04open\x18\x01 \x01(\x0b\x32\x15.alaya.engine.v1.OpenH\x00\x12\'\n\x05\x66rame\x18\x02 \x01(\x0b\x32\x16.alaya.engine.v1.FrameH\x00\x12+\n\x07\x63ontrol\x18\x03 \x01(\x0b\x32\x18.alaya.engine.v1.ControlH\x00\x42\x06\n\x04kind\"\xb0\x01\n\x04Open\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\x0b\n\x03\x66ps\x18\x04 \x01(\x01\x12\x31\n\x0b\x63ompression\x18\x05 \x01(\x0e\x32\x1c.alaya.engine.v1.Compression\x12\x0b\n\x03rgb\x18\x06 \x01(\x08\x12.\n\x06output\x18\x07 \x01(\x0b\x32\x1e.alaya.engine.v1.OutputRequest\"\x9c\x01\n\rOutputRequest\x12\x10\n\x08renderer\x18\x01 \x01(\t\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\x0e\n\x06prompt\x18\x04 \x01(\t\x12\x10\n\x08schedule\x18\x05 \x01(\t\x12\'\n\x06\x66ormat\x18\x06 \x01(\x0e\x32\x17.alaya.engine.v1.Format\x12\x0f\n\x07quality\x18\x07 \x01(\r\"]\n\x07GBuffer\x12\x0e\n\x06\x61lbedo\x18\x01 \x01(\x0c\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x0c\x12\x10\n\x08metallic\x18\x03 \x01(\x0c\x12\x0e\n\x06normal\x18\x04 \x01(\x0c\x12\x11\n\troughness\x18\x05 \x01(\x0c\"\xa4\x01\n\x05\x46rame\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x03\x12)\n\x07gbuffer\x18\x03 \x01(\x0b\x32\x18.alaya.engine.v1.GBuffer\x12\x0b\n\x03rgb\x18\x04 \x01(\x0c\x12+\n\x05input\x18\x05 \x01(\x0b\x32\x1c.alaya.engine.v1.PlayerInput\x12\x11\n\tmeta_json\x18\x06 \x01(\x0c\"\x17\n\x07\x43ontrol\x12\x0c\n\x04json\x18\x01 \x01(\t\"_\n\x0bPlayerInput\x12\r\n\x05steer\x18\x01 \x01(\x02\x12\x10\n\x08throttle\x18\x02 \x01(\x02\x12\r\n\x05\x62rake\x18\x03 \x01(\x02\x12\r\n\x05reset\x18\x04 \x01(\x08\x12\x11\n\thandbrake\x18\x05 \x01(\x08\"\x80\x02\n\rStudioMessage\x12+\n\x07welcome\x18\x01 \x01(\x0b\x32\x18.alaya.engine.v1.WelcomeH\x00\x12.\n\x06styled\x18\x02 \x01(\x0b\x32\x1c.alaya.engine.v1.StyledFrameH\x00\x12-\n\x05input\x18\x03 \x01(\x0b\x32\x1c.alaya.engine.v1.PlayerInputH\x00\x12\'\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x16.alaya.engine.v1.EventH\x00\x12\x32\n\x07\x63hannel\x18\x05 \x01(\x0b\x32\x1f.alaya.engine.v1.ChannelMessageH\x00\x42\x06\n\x04kind\"\xea\x01\n\x07Welcome\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\'\n\x06limits\x18\x02 \x01(\x0b\x32\x17.alaya.engine.v1.Limits\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x11\n\towner_key\x18\x04 \x01(\t\x12\x12\n\nwatch_path\x18\x05 \x01(\t\x12\x11\n\twatch_key\x18\x06 \x01(\t\x12\x10\n\x08renderer\x18\x07 \x01(\t\x12\r\n\x05width\x18\x08 \x01(\r\x12\x0e\n\x06height\x18\t \x01(\r\x12\'\n\x06\x66ormat\x18\n \x01(\x0e\x32\x17.alaya.engine.v1.Format\"-\n\x06Limits\x12\x0f\n\x07max_fps\x18\x01 \x01(\x01\x12\x12\n\nmax_pixels\x18\x02 \x01(\x04\"\xa8\x01\n\x0bStyledFrame\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05width\x18\x02 \x01(\r\x12\x0e\n\x06height\x18\x03 \x01(\r\x12\'\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x17.alaya.engine.v1.Format\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06missed\x18\x06 \x01(\r\x12\x11\n\trender_ms\x18\x07 \x01(\x02\x12\x11\n\tstudio_ms\x18\x08 \x01(\x02\"*\n\x05\x45vent\x12\r\n\x05\x65vent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\x1e\n\x0e\x43hannelMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"%\n\x0fScheduleRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"L\n\x12SetScheduleRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08schedule\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_now\x18\x03 \x01(\x08\",\n\rScheduleReply\x12\x0c\n\x04json\x18\x01 \x01(\t\x12\r\n\x05\x66rame\x18\x02 \x01(\x04*9\n\x0b\x43ompression\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_ZLIB\x10\x01*+\n\x06\x46ormat\x12\x10\n\x0c\x46ORMAT_RGB24\x10\x00\x12\x0f\n\x0b\x46ORMAT_JPEG\x10\x01\x32\xff\x01\n\nEngineFeed\x12L\n\x06Stream\x12\x1e.alaya.engine.v1.EngineMessage\x1a\x1e.alaya.engine.v1.StudioMessage(\x01\x30\x01\x12O\n\x0bGetSchedule\x12 .alaya.engine.v1.ScheduleRequest\x1a\x1e.alaya.engine.v1.ScheduleReply\x12R\n\x0bSetSchedule\x12#.alaya.engine.v1.SetScheduleRequest\x1a\x1e.alaya.engine.v1.ScheduleReplyB&\n\x12\x61i.alaya.engine.v1\xaa\x02\x0f\x41laya.Engine.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,10 +32,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gbuffer.feed.grpc.engine_fe
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\022ai.alaya.engine.v1\252\002\017Alaya.Engine.V1'
-  _globals['_COMPRESSION']._serialized_start=1863
-  _globals['_COMPRESSION']._serialized_end=1920
-  _globals['_FORMAT']._serialized_start=1922
-  _globals['_FORMAT']._serialized_end=1965
+  _globals['_COMPRESSION']._serialized_start=1882
+  _globals['_COMPRESSION']._serialized_end=1939
+  _globals['_FORMAT']._serialized_start=1941
+  _globals['_FORMAT']._serialized_end=1984
   _globals['_ENGINEMESSAGE']._serialized_start=57
   _globals['_ENGINEMESSAGE']._serialized_end=205
   _globals['_OPEN']._serialized_start=208
@@ -45,29 +45,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GBUFFER']._serialized_start=545
   _globals['_GBUFFER']._serialized_end=638
   _globals['_FRAME']._serialized_start=641
-  _globals['_FRAME']._serialized_end=786
-  _globals['_CONTROL']._serialized_start=788
-  _globals['_CONTROL']._serialized_end=811
-  _globals['_PLAYERINPUT']._serialized_start=813
-  _globals['_PLAYERINPUT']._serialized_end=908
-  _globals['_STUDIOMESSAGE']._serialized_start=911
-  _globals['_STUDIOMESSAGE']._serialized_end=1167
-  _globals['_WELCOME']._serialized_start=1170
-  _globals['_WELCOME']._serialized_end=1404
-  _globals['_LIMITS']._serialized_start=1406
-  _globals['_LIMITS']._serialized_end=1451
-  _globals['_STYLEDFRAME']._serialized_start=1454
-  _globals['_STYLEDFRAME']._serialized_end=1622
-  _globals['_EVENT']._serialized_start=1624
-  _globals['_EVENT']._serialized_end=1666
-  _globals['_CHANNELMESSAGE']._serialized_start=1668
-  _globals['_CHANNELMESSAGE']._serialized_end=1698
-  _globals['_SCHEDULEREQUEST']._serialized_start=1700
-  _globals['_SCHEDULEREQUEST']._serialized_end=1737
-  _globals['_SETSCHEDULEREQUEST']._serialized_start=1739
-  _globals['_SETSCHEDULEREQUEST']._serialized_end=1815
-  _globals['_SCHEDULEREPLY']._serialized_start=1817
-  _globals['_SCHEDULEREPLY']._serialized_end=1861
-  _globals['_ENGINEFEED']._serialized_start=1968
-  _globals['_ENGINEFEED']._serialized_end=2223
+  _globals['_FRAME']._serialized_end=805
+  _globals['_CONTROL']._serialized_start=807
+  _globals['_CONTROL']._serialized_end=830
+  _globals['_PLAYERINPUT']._serialized_start=832
+  _globals['_PLAYERINPUT']._serialized_end=927
+  _globals['_STUDIOMESSAGE']._serialized_start=930
+  _globals['_STUDIOMESSAGE']._serialized_end=1186
+  _globals['_WELCOME']._serialized_start=1189
+  _globals['_WELCOME']._serialized_end=1423
+  _globals['_LIMITS']._serialized_start=1425
+  _globals['_LIMITS']._serialized_end=1470
+  _globals['_STYLEDFRAME']._serialized_start=1473
+  _globals['_STYLEDFRAME']._serialized_end=1641
+  _globals['_EVENT']._serialized_start=1643
+  _globals['_EVENT']._serialized_end=1685
+  _globals['_CHANNELMESSAGE']._serialized_start=1687
+  _globals['_CHANNELMESSAGE']._serialized_end=1717
+  _globals['_SCHEDULEREQUEST']._serialized_start=1719
+  _globals['_SCHEDULEREQUEST']._serialized_end=1756
+  _globals['_SETSCHEDULEREQUEST']._serialized_start=1758
+  _globals['_SETSCHEDULEREQUEST']._serialized_end=1834
+  _globals['_SCHEDULEREPLY']._serialized_start=1836
+  _globals['_SCHEDULEREPLY']._serialized_end=1880
+  _globals['_ENGINEFEED']._serialized_start=1987
+  _globals['_ENGINEFEED']._serialized_end=2242
 # @@protoc_insertion_point(module_scope)

@@ -81,18 +81,20 @@ class GBuffer(_message.Message):
     def __init__(self, albedo: _Optional[bytes] = ..., depth: _Optional[bytes] = ..., metallic: _Optional[bytes] = ..., normal: _Optional[bytes] = ..., roughness: _Optional[bytes] = ...) -> None: ...
 
 class Frame(_message.Message):
-    __slots__ = ("index", "timestamp_us", "gbuffer", "rgb", "input")
+    __slots__ = ("index", "timestamp_us", "gbuffer", "rgb", "input", "meta_json")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
     GBUFFER_FIELD_NUMBER: _ClassVar[int]
     RGB_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    META_JSON_FIELD_NUMBER: _ClassVar[int]
     index: int
     timestamp_us: int
     gbuffer: GBuffer
     rgb: bytes
     input: PlayerInput
-    def __init__(self, index: _Optional[int] = ..., timestamp_us: _Optional[int] = ..., gbuffer: _Optional[_Union[GBuffer, _Mapping]] = ..., rgb: _Optional[bytes] = ..., input: _Optional[_Union[PlayerInput, _Mapping]] = ...) -> None: ...
+    meta_json: bytes
+    def __init__(self, index: _Optional[int] = ..., timestamp_us: _Optional[int] = ..., gbuffer: _Optional[_Union[GBuffer, _Mapping]] = ..., rgb: _Optional[bytes] = ..., input: _Optional[_Union[PlayerInput, _Mapping]] = ..., meta_json: _Optional[bytes] = ...) -> None: ...
 
 class Control(_message.Message):
     __slots__ = ("json",)

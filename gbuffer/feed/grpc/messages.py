@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gbuffer.feed.grpc import engine_feed_pb2 as pb
+from gbuffer.feed.meta import meta_json, parse_meta
 from gbuffer.feed.protocol import CLOSE, FEED_PROTOCOL, FeedError, FeedLimits, Hello, StyledFormat, parse_hello
 from gbuffer.frame import CHANNELS, GBufferFrame
 from gbuffer.input import PlayerInput
@@ -79,6 +80,9 @@ def frame_message(frame: GBufferFrame, compression: str = "none", rgb: bool = Fa
         if frame.rgb is None:
             raise FeedError(f"frame {frame.index} has no rgb image but the feed was opened with rgb", "feed client")
         message.rgb = pack(np.ascontiguousarray(frame.rgb).tobytes())
+    meta = meta_json(frame.meta)
+    if meta is not None:
+        message.meta_json = meta
     return pb.EngineMessage(frame=message)
 
 
@@ -109,7 +113,10 @@ def parse_frame(message: pb.Frame, hello: Hello) -> GBufferFrame:
         rgb = _image(message.rgb, hello, f"frame {message.index}: frame.rgb").copy()
     elif message.rgb:
         raise FeedError("set, but the feed was opened without rgb", f"frame {message.index}: frame.rgb")
-    meta: dict[str, Any] = {"source": f"feed:{hello.name}"}
+    meta: dict[str, Any] = {}
+    if message.meta_json:                   # the engine's own entries; the studio's (source, input) win
+        meta.update(parse_meta(message.meta_json, message.index))
+    meta["source"] = f"feed:{hello.name}"
     if message.HasField("input"):
         i = message.input
         meta["input"] = asdict(PlayerInput(i.steer, i.throttle, i.brake, i.reset, i.handbrake).clamped())
