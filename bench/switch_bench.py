@@ -20,7 +20,11 @@ Definitions (one machine, one clock):
     python -m bench.switch_bench --size 416x224 --switches 30 --bpm 120
     python -m bench.switch_bench --size 416x224 --switches 30 --renderer flash --renderer-option num_steps=1
 
-`--browser` (the same in Chromium) is not built yet: asking for it exits with one line saying so.
+`--browser` measures the same in Chromium, with the studio page's own timing (bench/switch_browser.py): a tile
+click → the expected display time of the first picture in the new style. `--transition N` times the first
+frame of an N-frame blend instead of a cut (the first picture whose conditioning differs from the one playing).
+
+    python -m bench.switch_bench --size 416x224 --switches 30 --browser [--bpm 120] [--transition 16]
 """
 
 from __future__ import annotations
@@ -40,17 +44,20 @@ from webrtc.client import StudioViewer
 PRESETS = ("volcano", "polar")
 
 
-def first_new_picture(viewer: StudioViewer, label: str, sent_at: float) -> float | None:
-    """When the viewer decoded the first picture rendered as `label`, among frames received after `sent_at`."""
+def first_new_picture(viewer: StudioViewer, before: str | None, sent_at: float) -> float | None:
+    """When the viewer decoded the first picture rendered with another conditioning than `before` (the label
+    playing when the switch was sent: a cut's new preset, or a blend's first mixed frame), among frames received
+    after `sent_at`."""
     labels = {m["frame"] % 65536: m["label"] for m in viewer.statuses()}
     for frame in viewer.frames:
-        if frame.received_at >= sent_at and labels.get(frame.stamp) == label:
+        label = labels.get(frame.stamp)
+        if frame.received_at >= sent_at and label is not None and label != before:
             return frame.received_at
     return None
 
 
 async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
-                  bpm: float | None = None) -> dict:
+                  bpm: float | None = None, transition: int = 0) -> dict:
     rng = random.Random(seed)
     latencies, beat_errors = [], []
     async with StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False) as viewer:
@@ -66,13 +73,14 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
         for i in range(switches):
             await asyncio.sleep(rng.uniform(0.6, 1.2))
             preset = PRESETS[i % 2]
+            before = next((m["label"] for m in reversed(viewer.statuses())), None)
             sent_at = time.time()
-            switch = {"type": "preset", "name": preset, "transition": 0}
+            switch = {"type": "preset", "name": preset, "transition": transition}
             mark = await viewer.send({**switch, "quantize": "beat"} if bpm is not None else switch)
             await viewer.wait_message("ack", after=mark, request="preset")
-            await viewer.wait_until(lambda p=preset, t=sent_at: first_new_picture(viewer, p, t) is not None, 30,
-                                    f"the first {preset} picture")
-            shown = first_new_picture(viewer, preset, sent_at)
+            await viewer.wait_until(lambda b=before, t=sent_at: first_new_picture(viewer, b, t) is not None, 30,
+                                    f"the first picture after switching to {preset}")
+            shown = first_new_picture(viewer, before, sent_at)
             latencies.append((shown - sent_at) * 1e3)
             if bpm is not None and anchor is not None:
                 period = 60.0 / bpm
@@ -80,7 +88,7 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
                 beat_errors.append((shown - beat) * fps)
         g2g = latencies_ms(viewer, t0)
         chunk = next((m["chunk_size"] for m in reversed(viewer.statuses())), None)
-    return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk,
+    return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk, "transition": transition,
             "switch_p50_ms": round(float(np.percentile(latencies, 50)), 1),
             "switch_p95_ms": round(float(np.percentile(latencies, 95)), 1),
             "switch_max_ms": round(float(np.max(latencies)), 1),
@@ -103,11 +111,12 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0, help="the switches' random moments")
     ap.add_argument("--bpm", type=float, help="quantize every switch to the beat of this tempo")
-    ap.add_argument("--browser", action="store_true", help="not built yet")
+    ap.add_argument("--browser", action="store_true", help="measure in Chromium with the studio page's own timing")
+    ap.add_argument("--transition", type=int, default=0, metavar="N",
+                    help="switch with an N-frame blend and time its first frame (default 0: a cut)")
     args = ap.parse_args()
-    if args.browser:
-        print("error: --browser is not built yet (issue 44 item 1): this measures with the aiortc viewer",
-              file=sys.stderr)
+    if not 0 <= args.transition <= 480:
+        print(f"error: --transition {args.transition} is not within 0..480 frames", file=sys.stderr)
         return 2
     if args.bpm is not None and not 20 <= args.bpm <= 300:
         print(f"error: --bpm {args.bpm:g} is not within 20..300", file=sys.stderr)
@@ -115,8 +124,16 @@ def main() -> int:
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
     options += ["--weights", args.weights] if args.weights else []
     with studio(1, args.renderer, options) as st:
-        result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed, args.bpm))
-    result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": "aiortc", **result}
+        if args.browser:
+            from bench.switch_browser import measure_in_chromium
+
+            result = measure_in_chromium(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
+                                         args.bpm, args.transition)
+        else:
+            result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
+                                         args.bpm, args.transition))
+    viewer = "chromium" if args.browser else "aiortc"
+    result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": viewer, **result}
     print(json.dumps(result))
     write_json(args.json, result)
     return 0

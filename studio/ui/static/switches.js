@@ -14,7 +14,7 @@ const wallNow = () => performance.timeOrigin + performance.now();
 export const switches = {
   buildSwitches() {
     this.switchPending = null;            // {at (page wall ms), before (the label then)} until its frame shows
-    this.switchLog = [];                  // {ms, screen} of the session's switches, newest last
+    this.switchLog = [];                  // {ms, screen, at} of the session's switches, newest last
   },
   noteSwitchSent(msg) {
     if (!SWITCH_TYPES.has(msg.type)) return;
@@ -30,7 +30,7 @@ export const switches = {
     const pending = this.switchPending;
     if (!pending || label === undefined || label === pending.before || at < pending.at) return;
     this.switchPending = null;
-    this.switchLog.push({ ms: at - pending.at, screen });
+    this.switchLog.push({ ms: at - pending.at, screen, at });        // at: page wall ms it landed
     if (this.switchLog.length > KEPT) this.switchLog.shift();
     const same = this.switchLog.filter((s) => s.screen === screen).map((s) => s.ms).sort((a, b) => a - b);
     const p95 = same[Math.min(same.length - 1, Math.floor(0.95 * same.length))];

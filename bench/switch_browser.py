@@ -1,0 +1,71 @@
+"""`switch_bench --browser`: switch → screen measured by the studio page itself, in Chromium.
+
+The page times every style switch it sends (studio/ui/static/switches.js): from the click leaving the page to the
+expected display time of the first stamped picture whose status names another conditioning than the one playing
+when it was sent (requestVideoFrameCallback, the stamp read back from that picture: latency.js). This drives that
+page: "measure" on, then `switches` clicks on two preset tiles in turn, each at a random moment (0.6–1.2 s apart),
+and reads the page's own log. Glass-to-glass comes from the same page over the same run (its g2gLog).
+
+With `bpm`, the page sends the tempo (the studio's downbeat: that moment, on the page's clock) and sets quantize
+to "the beat", so each click's switch is placed on the frame the studio sends on the next beat; the beat error is
+how far each landing's display time is from the nearest beat, in frame periods (late is positive).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+
+from bench.browser_latency_bench import wait_for
+from bench.harness import CHROMIUM, CHROMIUM_ARGS
+
+PRESETS = ("volcano", "polar")
+NOW = "performance.timeOrigin + performance.now()"
+
+
+def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
+                        bpm: float | None = None, transition: int = 0) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    rng = random.Random(seed)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/?size={size}")
+            wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
+            page.fill("#alaya-transition", str(transition))
+            page.check("#alaya-measure")
+            wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
+            time.sleep(warmup)
+            anchor = None
+            if bpm is not None:
+                page.select_option("#alaya-quantize", "beat")
+                anchor = page.evaluate(f"() => {{ const t = {NOW}; "
+                                       f"window.alayaStudio.send({{type: 'tempo', bpm: {bpm}}}); return t; }}")
+            page.evaluate("() => { const s = window.alayaStudio; s.g2gLog = []; s.switchLog = []; }")
+            for i in range(switches):
+                time.sleep(rng.uniform(0.6, 1.2))
+                page.click(f".alaya-tile[data-preset={PRESETS[i % 2]}]")
+                wait_for(page, f"window.alayaStudio.switchLog.filter((s) => s.screen).length > {i}", 30,
+                         f"switch {i + 1} on screen")
+            landed = page.evaluate("window.alayaStudio.switchLog.filter((s) => s.screen)")
+            g2g = np.asarray(page.evaluate("window.alayaStudio.g2gLog.slice()"), float)
+        finally:
+            browser.close()
+    ms = np.asarray([s["ms"] for s in landed], float)
+    result = {"size": size, "switches": len(ms), "target_fps": fps, "transition": transition,
+              "switch_p50_ms": round(float(np.percentile(ms, 50)), 1),
+              "switch_p95_ms": round(float(np.percentile(ms, 95)), 1),
+              "switch_max_ms": round(float(ms.max()), 1),
+              "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1) if len(g2g) else None,
+              "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1) if len(g2g) else None,
+              "frame_ms": round(1e3 / fps, 1)}
+    if anchor is not None and bpm is not None:
+        period = 60e3 / bpm
+        errors = [(s["at"] - anchor - round((s["at"] - anchor) / period) * period) * fps / 1e3 for s in landed]
+        result.update(bpm=bpm, beat_error_p50_frames=round(float(np.percentile(errors, 50)), 2),
+                      beat_error_p95_frames=round(float(np.percentile(np.abs(errors), 95)), 2))
+    return result
