@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from bench.harness import CHROMIUM, CHROMIUM_ARGS, parser, studio, write_json
+from bench.harness import parser, studio, studio_page, write_json
 
 STAGES = ("take", "render", "wait", "encode", "network", "decode", "display")   # latency.js stages()
 
@@ -68,28 +68,20 @@ def drive_latencies(page, trials: int) -> list[float]:
 
 
 def measure(url: str, size: str, playout: str, warmup: float, seconds: float, drive: int) -> dict:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{url}/?size={size}&playout={playout}")
-            wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
-            page.check("#alaya-measure")
-            wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
-            time.sleep(warmup)
-            page.evaluate("window.alayaStudio.g2gLog = []")
-            sent0 = page.evaluate("window.alayaStudio.lastStatus.frame")
-            time.sleep(seconds)
-            samples = page.evaluate("window.alayaStudio.g2gLog.slice()")
-            sent1 = page.evaluate("window.alayaStudio.lastStatus.frame")
-            server_ms = page.evaluate("window.alayaStudio.lastStatus.latency_ms")
-            offset = page.evaluate("window.alayaStudio.clockOffset()")
-            shown = page.evaluate("window.alayaStudio.presentedLog.filter((p) => p.stages).map((p) => p.stages)")
-            drive_ms = np.asarray(drive_latencies(page, drive), float) if drive else None
-        finally:
-            browser.close()
+    with studio_page(f"{url}/?size={size}&playout={playout}") as page:
+        wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
+        page.check("#alaya-measure")
+        wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
+        time.sleep(warmup)
+        page.evaluate("window.alayaStudio.g2gLog = []")
+        sent0 = page.evaluate("window.alayaStudio.lastStatus.frame")
+        time.sleep(seconds)
+        samples = page.evaluate("window.alayaStudio.g2gLog.slice()")
+        sent1 = page.evaluate("window.alayaStudio.lastStatus.frame")
+        server_ms = page.evaluate("window.alayaStudio.lastStatus.latency_ms")
+        offset = page.evaluate("window.alayaStudio.clockOffset()")
+        shown = page.evaluate("window.alayaStudio.presentedLog.filter((p) => p.stages).map((p) => p.stages)")
+        drive_ms = np.asarray(drive_latencies(page, drive), float) if drive else None
     g2g = np.asarray(samples, float)
     return {"size": size, "playout": playout, "seconds": seconds, "samples": len(g2g),
             "presented_fps": round(len(g2g) / seconds, 1), "sent_fps": round((sent1 - sent0) / seconds, 1),

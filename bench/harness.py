@@ -88,6 +88,21 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--autoplay-policy=no-user-gesture-required"]
 
 
+@contextlib.contextmanager
+def studio_page(url: str) -> Iterator:
+    """The studio page at `url` (its query included) in headless Chromium, 1280x900; closed on the way out."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            yield page
+        finally:
+            browser.close()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

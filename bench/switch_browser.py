@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from bench.browser_latency_bench import wait_for
-from bench.harness import CHROMIUM, CHROMIUM_ARGS
+from bench.harness import studio_page
 
 PRESETS = ("volcano", "polar")
 NOW = "performance.timeOrigin + performance.now()"
@@ -27,34 +27,26 @@ NOW = "performance.timeOrigin + performance.now()"
 
 def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
                         bpm: float | None = None, transition: int = 0) -> dict:
-    from playwright.sync_api import sync_playwright
-
     rng = random.Random(seed)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{url}/?size={size}")
-            wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
-            page.fill("#alaya-transition", str(transition))
-            page.check("#alaya-measure")
-            wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
-            time.sleep(warmup)
-            anchor = None
-            if bpm is not None:
-                page.select_option("#alaya-quantize", "beat")
-                anchor = page.evaluate(f"() => {{ const t = {NOW}; "
-                                       f"window.alayaStudio.send({{type: 'tempo', bpm: {bpm}}}); return t; }}")
-            page.evaluate("() => { const s = window.alayaStudio; s.g2gLog = []; s.switchLog = []; }")
-            for i in range(switches):
-                time.sleep(rng.uniform(0.6, 1.2))
-                page.click(f".alaya-tile[data-preset={PRESETS[i % 2]}]")
-                wait_for(page, f"window.alayaStudio.switchLog.filter((s) => s.screen).length > {i}", 30,
-                         f"switch {i + 1} on screen")
-            landed = page.evaluate("window.alayaStudio.switchLog.filter((s) => s.screen)")
-            g2g = np.asarray(page.evaluate("window.alayaStudio.g2gLog.slice()"), float)
-        finally:
-            browser.close()
+    with studio_page(f"{url}/?size={size}") as page:
+        wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
+        page.fill("#alaya-transition", str(transition))
+        page.check("#alaya-measure")
+        wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
+        time.sleep(warmup)
+        anchor = None
+        if bpm is not None:
+            page.select_option("#alaya-quantize", "beat")
+            anchor = page.evaluate(f"() => {{ const t = {NOW}; "
+                                   f"window.alayaStudio.send({{type: 'tempo', bpm: {bpm}}}); return t; }}")
+        page.evaluate("() => { const s = window.alayaStudio; s.g2gLog = []; s.switchLog = []; }")
+        for i in range(switches):
+            time.sleep(rng.uniform(0.6, 1.2))
+            page.click(f".alaya-tile[data-preset={PRESETS[i % 2]}]")
+            wait_for(page, f"window.alayaStudio.switchLog.filter((s) => s.screen).length > {i}", 30,
+                     f"switch {i + 1} on screen")
+        landed = page.evaluate("window.alayaStudio.switchLog.filter((s) => s.screen)")
+        g2g = np.asarray(page.evaluate("window.alayaStudio.g2gLog.slice()"), float)
     ms = np.asarray([s["ms"] for s in landed], float)
     result = {"size": size, "switches": len(ms), "target_fps": fps, "transition": transition,
               "switch_p50_ms": round(float(np.percentile(ms, 50)), 1),
