@@ -97,7 +97,12 @@ def test_watchers_cannot_steer_but_may_ask_for_stats_and_the_clock(studio):
                 await watcher.wait_message("hello")
                 for message in ({"type": "preset", "name": "volcano"}, {"type": "pause"},
                                 {"type": "seek", "frame": 3}, {"type": "schedule", "text": "0: polar"},
-                                {"type": "stamp", "on": True}):
+                                {"type": "stamp", "on": True},
+                                # on the beat (issue 44): a watcher can neither set the tempo nor quantize or time a
+                                # switch into the session it watches
+                                {"type": "tempo", "bpm": 120}, {"type": "beat"},
+                                {"type": "preset", "name": "polar", "quantize": "beat"},
+                                {"type": "preset", "name": "polar", "at": time.time() + 1}):
                     mark = await watcher.send(message)
                     error = await watcher.wait_message("error", after=mark, request=message["type"])
                     assert "watchers cannot control" in error["message"]
