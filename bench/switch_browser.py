@@ -20,6 +20,7 @@ import numpy as np
 
 from bench.browser_latency_bench import wait_for
 from bench.harness import studio_page
+from bench.switch_bench import figures
 
 PRESETS = ("volcano", "polar")
 NOW = "performance.timeOrigin + performance.now()"
@@ -47,17 +48,10 @@ def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: 
                      f"switch {i + 1} on screen")
         landed = page.evaluate("window.alayaStudio.switchLog.filter((s) => s.screen)")
         g2g = np.asarray(page.evaluate("window.alayaStudio.g2gLog.slice()"), float)
-    ms = np.asarray([s["ms"] for s in landed], float)
-    result = {"size": size, "switches": len(ms), "target_fps": fps, "transition": transition,
-              "switch_p50_ms": round(float(np.percentile(ms, 50)), 1),
-              "switch_p95_ms": round(float(np.percentile(ms, 95)), 1),
-              "switch_max_ms": round(float(ms.max()), 1),
-              "g2g_p50_ms": round(float(np.percentile(g2g, 50)), 1) if len(g2g) else None,
-              "g2g_p95_ms": round(float(np.percentile(g2g, 95)), 1) if len(g2g) else None,
-              "frame_ms": round(1e3 / fps, 1)}
+    ms = [s["ms"] for s in landed]
+    errors = []
     if anchor is not None and bpm is not None:
         period = 60e3 / bpm
         errors = [(s["at"] - anchor - round((s["at"] - anchor) / period) * period) * fps / 1e3 for s in landed]
-        result.update(bpm=bpm, beat_error_p50_frames=round(float(np.percentile(errors, 50)), 2),
-                      beat_error_p95_frames=round(float(np.percentile(np.abs(errors), 95)), 2))
-    return result
+    return {"size": size, "switches": len(ms), "target_fps": fps, "transition": transition,
+            **figures(ms, g2g, fps, bpm, errors)}

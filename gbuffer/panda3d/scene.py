@@ -94,7 +94,6 @@ class DrivingScene:
         for x, y, front in ((0.75, 1.1, True), (-0.75, 1.1, True), (0.75, -1.1, False), (-0.75, -1.1, False)):
             self._add_wheel(core, loader, core.Point3(x, y, 0.3), front)
         self.stuck_resets = 0                                  # resets the scene made itself (stuck or upside down)
-        self._stuck_ticks = 0
         self.reset()
 
         self.camera = None                                     # set by attach_camera()
@@ -136,6 +135,7 @@ class DrivingScene:
         body.set_linear_velocity(self.core.Vec3(0, 0, 0))
         body.set_angular_velocity(self.core.Vec3(0, 0, 0))
         body.clear_forces()
+        self._stuck_ticks = 0                                  # counted again from here
         self._cut = True                                       # the camera cuts to the car, not swoops across
 
     @property
@@ -159,10 +159,8 @@ class DrivingScene:
         puts the car back first."""
         if self._stuck(control):
             self.stuck_resets += 1
-            self._stuck_ticks = 0
             self.reset()
         elif control.reset or self.chassis.get_z() < -20:      # fell off the world: back to the start
-            self._stuck_ticks = 0
             self.reset()
         angle = -control.steer * MAX_STEER_DEG                 # steer right (+) turns clockwise seen from above
         self.vehicle.set_steering_value(angle, 0)

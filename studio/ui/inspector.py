@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel, Field
 
+from gbuffer.feed.meta import json_meta
 from studio.offline import side_by_side
 from timeline.rollout import RenderedFrame
 
@@ -43,5 +44,4 @@ class InspectorInfo(BaseModel):
 def inspector_info(frame: RenderedFrame) -> InspectorInfo:
     """Frame index, prompt label and the source's metadata (for the built-in engine: kart position, heading,
     speed, autopilot); metadata that is no JSON value is left out."""
-    meta = {k: v for k, v in frame.gbuffer.meta.items() if isinstance(v, (str, int, float, bool, list, dict))}
-    return InspectorInfo(frame=frame.index, label=frame.conditioning.label(), meta=meta)
+    return InspectorInfo(frame=frame.index, label=frame.conditioning.label(), meta=json_meta(frame.gbuffer.meta))
