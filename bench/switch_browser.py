@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.browser_latency_bench import wait_for
 from bench.harness import studio_page
-from bench.switch_bench import figures
+from bench.switch_figures import figures
 
 PRESETS = ("volcano", "polar")
 NOW = "performance.timeOrigin + performance.now()"
