@@ -1,6 +1,8 @@
-"""`alaya-studio train`: fine-tune a Flash model on paired recordings; `alaya-studio train codec`: its RGB codec.
+"""`alaya-studio train`: fine-tune a Flash model on paired recordings; `alaya-studio train codec`: its RGB codec;
+`alaya-studio train guide`: refit a guided model's G-buffer guide on the model's own frames.
 
     alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
+    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all]
     alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
                        -o OUT_DIR [--resume] [--styles original,PRESET,...|all] [--lora-rank R] ...
 
@@ -109,6 +111,54 @@ def codec_parser() -> argparse.ArgumentParser:
     return p
 
 
+def guide_parser() -> argparse.ArgumentParser:
+    from training.guide_fit import GuideFitSettings as G
+
+    p = argparse.ArgumentParser(prog="alaya-studio train guide", description="Refit a guided model's G-buffer "
+                                "guide on the frames its own transformer makes (training/guide_fit.py), in place.")
+    p.add_argument("weights", help="a trained flash model with a guided decoder (train codec --guide)")
+    p.add_argument("recordings", nargs="*", help="paired recordings (default: the model's training recordings)")
+    p.add_argument("--minutes", type=float, default=G.minutes, help=f"fitting budget (default {G.minutes:g})")
+    p.add_argument("--styles", help="original,PRESET,... or all (default: the styles the model was trained on)")
+    p.add_argument("--every", type=int, default=G.every, help=f"keep every Nth frame (default {G.every})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="CPU threads for torch")
+    p.add_argument("--no-progress", action="store_true", help="no per-stream and per-100-step lines")
+    return p
+
+
+def run_guide(a) -> int:
+    import json
+    from pathlib import Path
+
+    from renderer import create_renderer
+    from training.eval_frames import open_held_out
+    from training.eval_tasks import training_recordings
+    from training.guide_fit import GuideFitSettings, refit_guide
+    from training.styles import parse_styles
+    from training.trainer import SETTINGS_FILE
+
+    _threads(a)
+    if not a.minutes > 0:
+        raise ArgumentError(f"must be above 0, got {a.minutes:g}", "--minutes")
+    if a.every < 1:
+        raise ArgumentError(f"must be at least 1, got {a.every}", "--every")
+    weights = Path(a.weights)
+    try:
+        trained = json.loads((weights / SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        trained = {}
+    styles = list(parse_styles(a.styles or (trained.get("styles") if isinstance(trained, dict) else None) or "all"))
+    renderer = create_renderer("flash", weights=str(weights), device="cpu", unknown_prompt="presets")
+    recordings = [open_held_out(p, None, None) for p in (a.recordings or training_recordings(str(weights)))]
+    say = (lambda line: None) if a.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
+    s = GuideFitSettings(minutes=a.minutes, every=a.every, seed=a.seed)
+    report = refit_guide(renderer, weights, recordings, styles, s, create_renderer("reference"), say)
+    print(f"guide refitted: {report['steps']} steps on {report['frames']} frames, probe MSE "
+          f"{report['mse_before']:.5f} -> {report['mse_after']:.5f}; written to {a.weights}", file=sys.stderr)
+    return 0
+
+
 def _threads(a) -> None:
     if a.threads is not None:
         if a.threads < 1:
@@ -116,7 +166,7 @@ def _threads(a) -> None:
         import torch
 
         torch.set_num_threads(a.threads)
-    if a.max_minutes is not None and not a.max_minutes > 0:
+    if getattr(a, "max_minutes", None) is not None and not a.max_minutes > 0:
         raise ArgumentError(f"must be above 0, got {a.max_minutes}", "--max-minutes")
 
 
@@ -124,6 +174,8 @@ def run(args) -> int:
     argv = list(args.argv)
     if argv[:1] == ["codec"]:
         return run_codec(codec_parser().parse_args(argv[1:]))
+    if argv[:1] == ["guide"]:
+        return run_guide(guide_parser().parse_args(argv[1:]))
     return run_train(train_parser().parse_args(argv))
 
 

@@ -1,0 +1,82 @@
+"""`alaya-studio train guide`: a guided model's guide refitted on the frames its own transformer makes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from renderer import create_renderer
+from renderer.flash.weights import TINY_DECODER
+from studio.cli import main
+from training.eval_frames import open_held_out
+from training.guide_fit import GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only
+
+W, H = 64, 48
+
+
+def cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def guided(tmp_path_factory):
+    """A recording and a tiny model on a width-8 guided codec (a few steps each: untrained, but the real parts)."""
+    root = tmp_path_factory.mktemp("guided")
+    rec = root / "a.gbuf.zip"
+    assert cli("record", "--frames", 16, "--size", f"{W}x{H}", "--seed", 1, "--rgb", "--fps", 10, "-o", rec) == 0
+    assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 3, "--guide", 8,
+               "-o", root / "c", "--no-progress") == 0
+    assert cli("train", rec, "--config", "tiny", "--codec", root / "c", "--size", f"{W}x{H}", "--steps", 2,
+               "--chunks", 1, "--styles", "original,polar", "--no-progress", "-o", root / "m") == 0
+    return rec, root / "m"
+
+
+def test_the_guide_is_fed_the_stack_frames_a_session_makes_and_its_fit_lowers_their_error(guided):
+    rec, weights = guided
+    renderer = create_renderer("flash", weights=str(weights), device="cpu", unknown_prompt="presets")
+    assert stack_only(renderer).pipeline.decoder.guide is None
+    assert renderer.pipeline.decoder.guide is not None             # the renderer itself keeps its guide
+    frames = model_frames(renderer, [open_held_out(rec, None, None)], ["original", "polar"], 2,
+                          create_renderer("reference"))
+    assert len(frames) == 2 * 8 and frames.stack.shape == (16, 3, H, W) and frames.gbuffer.shape == (16, 5, 3, H, W)
+    assert not torch.equal(frames.target[0], frames.target[8])       # two styles' targets, not one
+    guide = renderer.pipeline.decoder.guide
+    fit = fit_guide(guide, frames, GuideFitSettings(minutes=0.1, batch=4, lr=3e-3))
+    assert fit["steps"] > 10 and fit["mse_after"] < fit["mse_before"], fit
+
+
+def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys):
+    rec, weights = guided
+    before = load_file(weights / TINY_DECODER)
+    assert cli("train", "guide", weights, "--minutes", 0.05, "--styles", "polar", "--every", 4,
+               "--no-progress") == 0
+    after = load_file(weights / TINY_DECODER)
+    assert after.keys() == before.keys()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("guide.") for k in changed), changed
+    report = json.loads((weights / GUIDE_FIT_JSON).read_text())
+    assert report["recordings"] == [rec.name] and report["styles"] == ["polar"] and report["frames"] == 4
+    assert "guide refitted" in capsys.readouterr().err
+    assert create_renderer("flash", weights=str(weights), device="cpu").pipeline.decoder.guide is not None
+
+
+def test_bad_guide_requests_get_one_line(guided, tmp_path, capsys):
+    rec, weights = guided
+    for args, says in [(("--minutes", 0), "--minutes"), (("--every", 0), "--every"),
+                       (("--styles", "nosuch"), "nosuch")]:
+        assert cli("train", "guide", weights, *args, "--no-progress") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
+    unguided = tmp_path / "u"            # a model on an unguided codec has no guide to refit
+    assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 1, "-o", tmp_path / "c",
+               "--no-progress") == 0
+    assert cli("train", rec, "--config", "tiny", "--codec", tmp_path / "c", "--size", f"{W}x{H}", "--steps", 1,
+               "--chunks", 1, "--no-progress", "-o", unguided) == 0
+    capsys.readouterr()
+    assert cli("train", "guide", unguided, "--minutes", 0.01, "--no-progress") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no G-buffer guide" in err[0] and "--guide" in err[0], err
+    assert not (unguided / GUIDE_FIT_JSON).exists()

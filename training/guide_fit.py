@@ -1,0 +1,170 @@
+"""`alaya-studio train guide`: refit a guided model's G-buffer guide on the frames its own transformer makes.
+
+Why: `train codec --guide` fits the guide (renderer/flash/guide.py) on the TAEHV stack's frames of the *true*
+latents, on 48-px crops. The served model hands it the stack's frames of the transformer's latents instead, which
+are blurrier, off in colour and off in style, and whole frames, where a shadow's caster is in view. The guide
+never saw either. This stage streams the model over its training recordings exactly as a live session does (the
+guide off, so what comes out is the stack's frame), once per style with a noise seed of its own, keeps every
+`every`-th frame with its G-buffer frame and its style target, and fits the guide on those whole frames by Adam for
+a wall-clock budget, starting from the codec's guide. The transformer, the decoder stack and the codec stay as
+they were; only the guide's weights change, written back into the weights' decoder file (an interrupted run
+leaves the old file), and `guide_fit.json` beside it says what was done.
+
+It is the model's own stage, not a lookup: no prompt reaches it, and the style reaches the picture only through
+the transformer's latent (the stack's frame). Measured in BENCHMARKS.md ("The guided nano, its guide refitted").
+
+    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3]
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from gbuffer.formats.common import atomic_path
+from renderer.flash.guide import GBufferGuide
+from renderer.flash.weights import TINY_DECODER
+from training.ablations import streamed_frames, with_pipeline
+from training.errors import TrainingError
+from training.eval_frames import HeldOutRecording
+from training.eval_tasks import Task
+from training.style_targets import style_frames
+
+GUIDE_FIT_JSON = "guide_fit.json"
+PREFIX = "guide."
+
+
+@dataclass
+class GuideFitSettings:
+    minutes: float = 15.0       # Adam's wall-clock budget (the collection before it is not counted)
+    every: int = 3              # keep every 3rd frame of each stream: neighbours add little but time
+    batch: int = 8              # whole frames a step
+    lr: float = 1e-3
+    l1_weight: float = 0.1      # beside MSE (what PSNR scores): keeps small errors from being ignored
+    seed: int = 0
+
+
+@dataclass
+class GuideFrames:
+    """What the guide is fitted on, uint8: the stack's frames (N, 3, H, W), their G-buffer frames (N, 5, 3, H, W)
+    and their style targets (N, 3, H, W)."""
+
+    stack: torch.Tensor
+    gbuffer: torch.Tensor
+    target: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.stack)
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        f = lambda x: x[index].float().div_(255)          # noqa: E731
+        return f(self.stack), f(self.gbuffer), f(self.target)
+
+
+def stack_only(renderer):
+    """A copy of a guided flash renderer whose sessions stop at the TAEHV stack (the guide dropped from a deep copy
+    of the decoder: a shallow one shares its submodule table, and the renderer itself keeps its guide)."""
+    pipe = copy.copy(renderer.pipeline)
+    pipe.decoder = copy.deepcopy(pipe.decoder)
+    pipe.decoder.guide = None
+    return with_pipeline(renderer, pipe)
+
+
+def model_frames(renderer, recordings: list[HeldOutRecording], styles: list[str], every: int, reference,
+                 seed: int = 0, on_stream: Callable[[str, str], None] | None = None) -> GuideFrames:
+    """The stack's frames of `renderer` (a guided flash renderer) streamed over each recording once per style, as
+    a live session renders them, every `every`-th frame kept with its G-buffer frame and its style target."""
+    stacks, gbuffers, targets = [], [], []
+    stacked = stack_only(renderer)
+    for k, rec in enumerate(recordings):
+        gbuffer = rec.recording.gbuffer
+        for i, style in enumerate(styles):
+            target = style_frames(rec.recording, style, renderer=reference)
+            for index, rgb in streamed_frames(stacked, rec, Task(style, style, style), seed * 10007 + k * 101 + i):
+                if index % every == 0:
+                    stacks.append(torch.from_numpy(rgb).permute(2, 0, 1))
+                    gbuffers.append(gbuffer[index])
+                    targets.append(torch.from_numpy(target[index]).permute(2, 0, 1))
+            if on_stream is not None:
+                on_stream(rec.name, style)
+    if not stacks:
+        raise TrainingError("no frames to fit the guide on (empty recordings or no styles)")
+    return GuideFrames(torch.stack(stacks), torch.stack(gbuffers), torch.stack(targets))
+
+
+def guide_loss(guide: GBufferGuide, frames: GuideFrames, index: torch.Tensor, l1_weight: float) -> torch.Tensor:
+    stack, gbuffer, target = frames.batch(index)
+    out = guide(stack, gbuffer)
+    return F.mse_loss(out, target) + l1_weight * F.l1_loss(out, target)
+
+
+def fit_guide(guide: GBufferGuide, frames: GuideFrames, s: GuideFitSettings,
+              log: Callable[[dict], None] | None = None) -> dict:
+    """Adam on whole frames for `s.minutes` of wall time; {steps, seconds, mse_before, mse_after}, the MSE over a
+    fixed probe of up to 64 frames (the same before and after)."""
+    rng = np.random.default_rng(s.seed)
+    probe = torch.from_numpy(rng.choice(len(frames), min(64, len(frames)), replace=False))
+
+    @torch.no_grad()
+    def probe_mse() -> float:
+        return float(np.mean([guide_loss(guide, frames, part, 0.0).item() for part in probe.split(16)]))
+
+    before = probe_mse()
+    guide.requires_grad_(True)                 # a renderer loads its weights frozen, for inference
+    opt = torch.optim.Adam(guide.parameters(), lr=s.lr)
+    start, steps = time.monotonic(), 0
+    guide.train()
+    while time.monotonic() - start < s.minutes * 60:
+        loss = guide_loss(guide, frames, torch.from_numpy(rng.integers(0, len(frames), s.batch)), s.l1_weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps += 1
+        if log is not None and steps % 100 == 0:
+            log({"step": steps, "loss": loss.item(), "seconds": round(time.monotonic() - start, 1)})
+    guide.eval()
+    return {"steps": steps, "seconds": round(time.monotonic() - start, 1), "mse_before": round(before, 6),
+            "mse_after": round(probe_mse(), 6)}
+
+
+def write_guide(weights: Path, guide: GBufferGuide) -> None:
+    """The guide's weights in place of the old ones in the weights' decoder file, every other tensor as it was."""
+    path = weights / TINY_DECODER
+    tensors = load_file(path)
+    for name, value in guide.state_dict().items():
+        if PREFIX + name not in tensors:
+            raise TrainingError(f"the decoder file has no {PREFIX + name} to replace", str(path))
+        tensors[PREFIX + name] = value.detach().to(tensors[PREFIX + name].dtype).contiguous()
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp))
+
+
+def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], styles: list[str],
+                s: GuideFitSettings, reference, say: Callable[[str], None] = lambda line: None) -> dict:
+    """Collect, fit, write; returns what guide_fit.json holds."""
+    decoder = renderer.pipeline.decoder
+    if decoder.guide is None:
+        raise TrainingError("has no G-buffer guide to refit (train its codec with --guide WIDTH)", str(weights))
+    torch.manual_seed(s.seed)
+    started = time.monotonic()
+    frames = model_frames(renderer, recordings, styles, s.every, reference, s.seed,
+                          on_stream=lambda rec, style: say(f"streamed {rec} as {style}"))
+    collected = round(time.monotonic() - started, 1)
+    say(f"{len(frames)} frames in {collected} s; fitting the guide for {s.minutes:g} min")
+    guide = copy.deepcopy(decoder.guide).float()
+    fit = fit_guide(guide, frames, s, log=lambda r: say(f"step {r['step']}: loss {r['loss']:.5f}"))
+    write_guide(weights, guide)
+    report = {"settings": asdict(s), "recordings": [r.path.name for r in recordings], "styles": styles,
+              "frames": len(frames), "collect_seconds": collected, **fit}
+    with atomic_path(weights / GUIDE_FIT_JSON) as tmp:
+        tmp.write_text(json.dumps(report, indent=2))
+    return report
