@@ -13,8 +13,9 @@ Definitions (one machine, one clock):
   frame_ms          one frame period at the stream's rate
   beat error        with --bpm: the session gets that tempo (a downbeat when it is sent) and every switch is
                     quantized to the next beat; how far the first new picture's decode lands from the nearest
-                    beat, in frame periods (signed: late is positive). The studio places the switch on the frame
-                    it sends on the beat, so this is the sent → decoded delay plus the grid's error.
+                    beat, in frame periods (signed: late is positive). The viewer first tells the studio its
+                    sent → decoded delay (`screen_delay`, the median over the warm-up, as the studio page does),
+                    and the studio places each switch on the frame it sends that much before the beat.
 
     python -m bench.switch_bench --size 416x224 --switches 30
     python -m bench.switch_bench --size 416x224 --switches 30 --bpm 120
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import statistics
 import sys
 import time
 
@@ -43,6 +45,16 @@ from webrtc.client import StudioViewer
 from webrtc.protocol import MAX_SWITCH_FRAMES
 
 PRESETS = ("volcano", "polar")
+
+
+def screen_delay_ms(viewer: StudioViewer, since: float) -> float | None:
+    """The median delay from a frame leaving the studio's pacing (its status: rendered_wall + latency_ms) to its
+    decode here, over the frames received since `since`; None without stamped frames."""
+    sent = {m["frame"] % 65536: m["rendered_wall"] + m["latency_ms"] / 1e3 for m in viewer.statuses()
+            if "rendered_wall" in m and "latency_ms" in m}
+    delays = [(f.received_at - sent[f.stamp]) * 1e3 for f in viewer.frames
+              if f.received_at >= since and f.stamp in sent]
+    return statistics.median(delays) if delays else None
 
 
 def first_new_picture(viewer: StudioViewer, before: str | None, sent_at: float) -> float | None:
@@ -58,14 +70,19 @@ def first_new_picture(viewer: StudioViewer, before: str | None, sent_at: float) 
 
 
 async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
-                  bpm: float | None = None, transition: int = 0) -> dict:
+                  bpm: float | None = None, transition: int = 0, lead_on: bool = True) -> dict:
     rng = random.Random(seed)
     latencies, beat_errors = [], []
     async with StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False) as viewer:
         await viewer.wait_frames(1, timeout=120)
         await asyncio.sleep(warmup)
-        anchor = None
+        anchor, lead = None, None
         if bpm is not None:
+            # as the studio page does (latency.js): tell the studio this viewer's sent → decoded delay, which it
+            # places quantized switches ahead by
+            lead = screen_delay_ms(viewer, time.time() - warmup) if lead_on else None
+            if lead is not None:
+                await viewer.send({"type": "screen_delay", "ms": round(lead, 1)})
             mark = len(viewer.messages)
             anchor = time.time()                 # the studio's downbeat: when it reads this, a millisecond on
             await viewer.send({"type": "tempo", "bpm": bpm})
@@ -90,6 +107,7 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
         g2g = latencies_ms(viewer, t0)
         chunk = next((m["chunk_size"] for m in reversed(viewer.statuses())), None)
     return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk, "transition": transition,
+            **({"screen_delay_ms": round(lead, 1)} if lead is not None else {}),
             **figures(latencies, g2g, fps, bpm, beat_errors)}
 
 
@@ -104,6 +122,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0, help="the switches' random moments")
     ap.add_argument("--bpm", type=float, help="quantize every switch to the beat of this tempo")
+    ap.add_argument("--no-screen-delay", action="store_true",
+                    help="with --bpm: never tell the studio the viewer's screen delay (the switch leaves the studio "
+                    "on the beat instead of reaching the screen on it): the control for what the lead buys")
     ap.add_argument("--browser", action="store_true", help="measure in Chromium with the studio page's own timing")
     ap.add_argument("--transition", type=int, default=0, metavar="N",
                     help="switch with an N-frame blend and time its first frame (default 0: a cut)")
@@ -121,10 +142,10 @@ def main() -> int:
             from bench.switch_browser import measure_in_chromium
 
             result = measure_in_chromium(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
-                                         args.bpm, args.transition)
+                                         args.bpm, args.transition, not args.no_screen_delay)
         else:
             result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
-                                         args.bpm, args.transition))
+                                         args.bpm, args.transition, not args.no_screen_delay))
     viewer = "chromium" if args.browser else "aiortc"
     result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": viewer, **result}
     print(json.dumps(result))

@@ -7,8 +7,9 @@ page: "measure" on, then `switches` clicks on two preset tiles in turn, each at 
 and reads the page's own log. Glass-to-glass comes from the same page over the same run (its g2gLog).
 
 With `bpm`, the page sends the tempo (the studio's downbeat: that moment, on the page's clock) and sets quantize
-to "the beat", so each click's switch is placed on the frame the studio sends on the next beat; the beat error is
-how far each landing's display time is from the nearest beat, in frame periods (late is positive).
+to "the beat", so each click's switch is placed on the frame the studio sends on the next beat, less the screen
+delay the page reports (latency.js, measured from the stamp); the beat error is how far each landing's display time
+is from the nearest beat, in frame periods (late is positive).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ NOW = "performance.timeOrigin + performance.now()"
 
 
 def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
-                        bpm: float | None = None, transition: int = 0) -> dict:
+                        bpm: float | None = None, transition: int = 0, lead_on: bool = True) -> dict:
     rng = random.Random(seed)
     with studio_page(f"{url}/?size={size}") as page:
         wait_for(page, "window.alayaStudio && window.alayaStudio.lastStatus", 120, "the first frame")
@@ -35,9 +36,14 @@ def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: 
         page.check("#alaya-measure")
         wait_for(page, "(window.alayaStudio.latencyNow || {}).samples > 5", 60, "stamped frames")
         time.sleep(warmup)
-        anchor = None
+        anchor, lead = None, None
         if bpm is not None:
+            if not lead_on:              # the control: the page never tells the studio its screen delay
+                page.evaluate("() => { window.alayaStudio.reportScreenDelay = () => {}; }")
             page.select_option("#alaya-quantize", "beat")
+            if lead_on:
+                wait_for(page, "window.alayaStudio.reportedDelay !== null", 30, "the page's screen delay sent")
+                lead = page.evaluate("window.alayaStudio.reportedDelay")
             anchor = page.evaluate(f"() => {{ const t = {NOW}; "
                                    f"window.alayaStudio.send({{type: 'tempo', bpm: {bpm}}}); return t; }}")
         page.evaluate("() => { const s = window.alayaStudio; s.g2gLog = []; s.switchLog = []; }")
@@ -54,4 +60,4 @@ def measure_in_chromium(url: str, size: str, switches: int, fps: float, warmup: 
         period = 60e3 / bpm
         errors = [(s["at"] - anchor - round((s["at"] - anchor) / period) * period) * fps / 1e3 for s in landed]
     return {"size": size, "switches": len(ms), "target_fps": fps, "transition": transition,
-            **figures(ms, g2g, fps, bpm, errors)}
+            **({"screen_delay_ms": lead} if lead is not None else {}), **figures(ms, g2g, fps, bpm, errors)}

@@ -18,7 +18,7 @@ from helpers.browser import ADMIN, AS_ADMIN
 from helpers.sessions import wait_no_sessions
 from studio.server import Settings
 from studio.server.background import BackgroundServer
-from studio.server.commands import SessionParts, switch_now
+from studio.server.commands import COMMANDS, SessionParts, switch_now
 from test_osc import free_udp_port, osc_counts
 from timeline.schedule import Schedule
 from timeline.schedule.live import LiveTimeline
@@ -67,6 +67,29 @@ def test_a_quantized_switch_lands_on_the_frame_of_its_beat():
         assert ack.frame == frame
         assert timeline.conditioning_at(frame - 1).label() == "cyberpunk"
         assert timeline.conditioning_at(frame).label() == "polar"
+
+
+def test_a_known_screen_delay_places_a_quantized_or_timed_switch_that_much_earlier():
+    """The owner's page said a frame takes 100 ms from leaving the studio to its screen (3 frames at 30 fps): the
+    beat at frame 30 is met by sending the new style on frame 27, and a time 2 s on by frame 80 - 3."""
+    t0 = time.time() - 20 / FPS
+    for message, frame in ((dc.build(dc.SetPreset, name="polar", quantize="beat"), 27),
+                           (dc.build(dc.SetPreset, name="polar", at=t0 + 80 / FPS), 77)):
+        timeline = LiveTimeline(Schedule.single("cyberpunk"))
+        parts = SessionParts(Rollout(20), timeline, None, None, "demo", 64, 32, stats=lambda: None,
+                             frame_at=lambda t: (t - t0) * FPS, tempo=Tempo(120, anchor=t0))
+        assert COMMANDS["screen_delay"](parts, dc.build(dc.ScreenDelay, ms=100)) is None     # not answered
+        step = switch_now(parts, message)
+        assert step.run(parts, message, step.data).frame == frame
+        assert timeline.conditioning_at(frame).label() == "polar"
+
+
+@pytest.mark.parametrize("body", ['{"type": "screen_delay", "ms": -1}', '{"type": "screen_delay", "ms": 2001}',
+                                  '{"type": "screen_delay", "ms": "soon"}', '{"type": "screen_delay"}'])
+def test_a_bad_screen_delay_is_one_line(body):
+    with pytest.raises(dc.ProtocolError, match="ms") as caught:
+        dc.parse_client_message(body)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_switch_timed_in_the_past_of_what_is_rendered_lands_on_the_next_frame_not_rendered():

@@ -67,3 +67,26 @@ def test_midi_clock_sets_the_tempo_and_a_quantized_tile_click_lands_on_a_beat(pa
     page.click(".alaya-tile[data-preset=polar]")
     wait_until(lambda: status(page).get("label") == "polar", 20, "the quantized switch never landed")
     page.select_option("#alaya-quantize", "off")
+
+
+def test_with_quantize_on_the_page_tells_the_studio_its_screen_delay(page):
+    """The page measures how long a frame takes from leaving the studio to its screen, and sends it as
+    `screen_delay` (the studio places quantized switches that much early): estimated from the browser's packet
+    received → on screen time with "measure" off, exact from the frame stamp with it on. Quantize off, it
+    measures nothing."""
+    page.evaluate("""() => { const s = window.alayaStudio, send = s.send.bind(s); s.sentDelays = [];
+        s.send = (m) => { if (m.type === 'screen_delay') s.sentDelays.push(m.ms); return send(m); }; }""")
+    page.fill("#alaya-bpm", "120")
+    page.dispatch_event("#alaya-bpm", "change")
+    page.select_option("#alaya-quantize", "beat")
+    wait_until(lambda: page.evaluate("window.alayaStudio.sentDelays.length") > 0, 30, "no screen delay was sent")
+    estimated = page.evaluate("window.alayaStudio.sentDelays[0]")
+    assert 0 < estimated < 2000, estimated
+    page.check("#alaya-measure")
+    page.evaluate("window.alayaStudio.reportedDelay = null")       # say it again once measured exactly
+    wait_until(lambda: page.evaluate("window.alayaStudio.reportedDelay") is not None, 30, "no exact delay sent")
+    assert 0 < page.evaluate("window.alayaStudio.reportedDelay") < 2000
+    assert "screen_delay" not in message(page)                     # the studio took it without a complaint
+    page.uncheck("#alaya-measure")
+    page.select_option("#alaya-quantize", "off")
+    assert not page.evaluate("window.alayaStudio.timingFrames()")  # neither pinging nor reporting any more

@@ -101,6 +101,7 @@ def test_watchers_cannot_steer_but_may_ask_for_stats_and_the_clock(studio):
                                 # on the beat (issue 44): a watcher can neither set the tempo nor quantize or time a
                                 # switch into the session it watches
                                 {"type": "tempo", "bpm": 120}, {"type": "beat"},
+                                {"type": "screen_delay", "ms": 900},      # nor move the owner's beats
                                 {"type": "preset", "name": "polar", "quantize": "beat"},
                                 {"type": "preset", "name": "polar", "at": time.time() + 1}):
                     mark = await watcher.send(message)

@@ -74,6 +74,19 @@ class SetTempo(_Message):
     beats_per_bar: int = Field(4, ge=1, le=16)
 
 
+MAX_SCREEN_DELAY_MS = 2000.0
+
+
+class ScreenDelay(_Message):
+    """How long a frame takes from leaving the studio's pacing to the owner's screen, as the owner's page measures
+    it (latency.js). Quantized and timed switches are placed that much before their moment, so the new style
+    reaches the screen on the beat rather than leaving the studio on it. Not answered: the page sends it as it
+    changes."""
+
+    type: Literal["screen_delay"]
+    ms: float = Field(ge=0, le=MAX_SCREEN_DELAY_MS, allow_inf_nan=False)
+
+
 class Beat(_Message):
     """An external clock's tick: a beat falls now (a downbeat: the first of a bar)."""
 
@@ -176,7 +189,7 @@ class Stamp(_Message):
 
 ClientMessage = Annotated[
     Union[SetPrompt, SetPreset, SetBlend, SetSchedule, PatchSchedule, Play, Pause, Seek, Loop, Key, Input,
-          Autopilot, Stats, Take, Ping, Stamp, SetTempo, Beat],
+          Autopilot, Stats, Take, Ping, Stamp, SetTempo, Beat, ScreenDelay],
     Field(discriminator="type")]
 _adapter: TypeAdapter = TypeAdapter(ClientMessage)
 CLIENT_MODELS: dict[str, type[BaseModel]] = {

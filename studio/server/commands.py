@@ -47,6 +47,7 @@ class SessionParts:
     frame_at: Callable[[float], float | None]
     keys: dc.KeyState = field(default_factory=dc.KeyState)   # the arrow keys held down now (a page's)
     tempo: Tempo | None = None              # replaced whole on the event loop; steps read it
+    screen_delay_s: float = 0.0             # sent → the owner's screen (a `screen_delay` message), 0 until told
 
     def require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:
@@ -119,16 +120,17 @@ def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | No
     conditioning, tempo = data
     when = msg.at if msg.at is not None else time.time()
     first = parts.rollout.frame_index            # the next frame not rendered yet
+    lead = parts.screen_delay_s                  # sent that much early, it is on screen at `when`
     frame = None
     if msg.quantize is not None and tempo is not None:
         for _ in range(1000):                    # beats until one whose frame is still to render
             when = tempo.next(when, msg.quantize)
-            frame = parts.frame_at(when)
+            frame = parts.frame_at(when - lead)
             if frame is None or frame >= first:
                 break
             when += 1e-3
     else:
-        frame = parts.frame_at(when)
+        frame = parts.frame_at(when - lead)
     at = first if frame is None else max(first, round(frame))
     parts.timeline.patch(at, conditioning, msg.transition)
     return dc.Ack(request=msg.type, frame=at, transition=msg.transition, label=conditioning.label())
@@ -140,6 +142,12 @@ def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | No
 def tempo(parts: SessionParts, msg) -> Answer:
     parts.tempo = None if msg.bpm is None else Tempo(msg.bpm, time.time(), msg.beats_per_bar)
     return dc.Ack(request="tempo", on=parts.tempo is not None)
+
+
+@command("screen_delay")
+def screen_delay(parts: SessionParts, msg) -> None:
+    parts.screen_delay_s = msg.ms / 1e3
+    return None
 
 
 @command("beat")

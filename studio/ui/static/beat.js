@@ -17,6 +17,7 @@ export const beat = {
     this.$("alaya-tap").addEventListener("click", () => this.tap());
     this.$("alaya-quantize").addEventListener("change", (ev) => {
       this.quantize = ev.target.value === "off" ? null : ev.target.value;
+      if (this.quantize) this.watchFrames();          // the screen delay its switches are placed ahead by
     });
   },
   // a bad BPM is one line, and nothing is sent

@@ -22,9 +22,14 @@ export const latency = {
     this.presentedLog = [];               // {frame, at (page wall ms on screen), control} while measuring
     this.keyLog = [];                     // {key, down, at (page wall ms)}: drive keys sent (drive.js)
     this.stampCanvas = document.createElement("canvas");
+    this.screenDelays = [];               // recent {at, ms}: a frame sent → on this screen (screenDelay below)
+    this.reportedDelay = null;
     this.$("alaya-measure").addEventListener("change", (ev) => this.measure(ev.target.checked));
-    setInterval(() => { if (this.measuring) this.ping(); }, PING_MS);    // the clock offset only serves measuring
+    // the clock offset serves measuring, and the screen delay that quantized switches are placed ahead by
+    setInterval(() => { if (this.timingFrames()) { this.ping(); this.reportScreenDelay(); } }, PING_MS);
   },
+  // presented frames are watched while measuring, or while switches are quantized (their screen delay)
+  timingFrames() { return this.measuring || Boolean(this.quantize); },
   // (re)applied on every new session: the stamp is the session's, the checkbox the page's
   measure(on = this.$("alaya-measure").checked) {
     this.measuring = on;
@@ -32,7 +37,7 @@ export const latency = {
     this.$("alaya-g2g").textContent = on ? "glass-to-glass: waiting for stamped frames…" : "";
     if (this.channel?.readyState === "open") this.send({ type: "stamp", on });
     if (on) this.ping();
-    if (on && !this.frameCallback && "requestVideoFrameCallback" in this.video) this.watchFrames();
+    if (on) this.watchFrames();
     if (on && !("requestVideoFrameCallback" in this.video))
       this.$("alaya-g2g").textContent = "glass-to-glass: this browser has no requestVideoFrameCallback";
   },
@@ -43,6 +48,7 @@ export const latency = {
     // (ready), it left the studio's pacing to the encoder (latency). A chunk's later frames wait for their turn.
     const take = m.take_ms ?? 0, ready = m.ready_ms ?? take;
     // began: the server's wall ms its render started; sent: when it left the studio's pacing, to the encoder
+    this.lastEncode = m.encode_ms ?? this.lastEncode;
     this.rendered.set(m.frame % 65536, { began: m.rendered_wall * 1e3, sent: m.rendered_wall * 1e3 + m.latency_ms,
                                          take, render: ready - take, wait: m.latency_ms - ready,
                                          encode: m.encode_ms, control: m.control, label: m.label });
@@ -58,20 +64,23 @@ export const latency = {
     return this.pings.reduce((a, b) => (b.rtt < a.rtt ? b : a)).offset;
   },
   watchFrames() {
+    if (this.frameCallback || !("requestVideoFrameCallback" in this.video)) return;
     this.frameCallback = this.video.requestVideoFrameCallback((now, meta) => {
       this.frameCallback = null;
-      if (!this.measuring) return;
+      if (!this.timingFrames()) return;
       this.onPresented(meta);
       this.watchFrames();
     });
   },
   onPresented(meta) {
+    if (!this.measuring) return this.estimateScreenDelay(meta);
     const index = this.readStamp(), offset = this.clockOffset();
     const frame = index === null ? undefined : this.rendered.get(index);
     if (frame === undefined || offset === null) return;
     // on screen at expectedDisplayTime (page clock) → on the server's clock → minus the render's start
     const shown = performance.timeOrigin + meta.expectedDisplayTime, ms = shown + offset - frame.began;
     this.noteSwitchPresented(frame.label, shown);
+    this.noteScreenDelay(shown + offset - frame.sent);
     const at = wallNow();
     if (this.presentedLog.length < LOG_KEPT)
       this.presentedLog.push({ frame: index, at: shown, control: frame.control, stages: this.stages(frame, meta, offset) });
@@ -83,6 +92,28 @@ export const latency = {
     this.$("alaya-g2g").textContent =
       `glass-to-glass ${pick(0.5).toFixed(0)} ms median · ${pick(0.95).toFixed(0)} ms p95 (last 2 s)`;
     this.latencyNow = { median: pick(0.5), p95: pick(0.95), samples: sorted.length };
+  },
+  // The screen delay: a frame leaving the studio's pacing → on this screen. The studio places a quantized or timed
+  // switch that much before its beat (docs/datachannel.md), so the new style is on screen on the beat. Exact while
+  // measuring (the stamp names the frame, its status says when it was sent); otherwise packet received → on
+  // screen (requestVideoFrameCallback) plus half the best ping round trip and the last frame's encode.
+  estimateScreenDelay(meta) {
+    if (meta.receiveTime === undefined || !this.pings.length) return;
+    const rtt = Math.min(...this.pings.map((p) => p.rtt));
+    this.noteScreenDelay(meta.expectedDisplayTime - meta.receiveTime + rtt / 2 + (this.lastEncode ?? 0));
+  },
+  noteScreenDelay(ms) {
+    const at = wallNow();
+    this.screenDelays.push({ at, ms });
+    while (this.screenDelays.length && at - this.screenDelays[0].at > WINDOW_MS) this.screenDelays.shift();
+  },
+  // the median of the last 2 s, sent when it moved by 2 ms or more
+  reportScreenDelay() {
+    if (this.screenDelays.length < 5) return;
+    const sorted = this.screenDelays.map((s) => s.ms).sort((a, b) => a - b);
+    const ms = Math.round(Math.min(2000, Math.max(0, sorted[Math.floor(sorted.length / 2)])));
+    if (this.reportedDelay !== null && Math.abs(ms - this.reportedDelay) < 2) return;
+    if (this.send({ type: "screen_delay", ms })) this.reportedDelay = ms;
   },
   // Where one frame's milliseconds went (BENCHMARKS.md, latency breakdown): the server's own figures from its
   // status, the browser's from requestVideoFrameCallback (receiveTime: its last packet arrived; processingDuration:

@@ -106,6 +106,7 @@ export const player = {
       case "hello":
         this.hello = m; this.timeline.setSource(m.recorded ? m.frames : null); this.setDrivable(!!m.live);
         if (this.measuring) this.measure();              // a new session: stamp again
+        this.reportedDelay = null;                      // and tell it the screen delay again
         this.resetSwitches(); this.healed(); this.showShare();
         break;
       case "status": this.noteRendered(m); this.onStatus(m); break;
