@@ -114,9 +114,10 @@ def _switch_now(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None
 
 
 def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
-    """On the frame the session will send at `at` (default now), moved on to the next beat or bar when asked:
-    placed on the timeline ahead of time, so the new style leaves the studio on the beat. A time whose frame is
-    already rendered moves on to the next beat (or, unquantized, to the next frame not rendered)."""
+    """On the frame the session will send at `at` (default now), moved on to the next beat or bar when asked, less
+    the owner's screen delay: placed on the timeline ahead of time, so the new style reaches the screen on the beat.
+    A time whose frame is already rendered moves on to the next beat (or, unquantized, to the next frame not
+    rendered)."""
     conditioning, tempo = data
     when = msg.at if msg.at is not None else time.time()
     first = parts.rollout.frame_index            # the next frame not rendered yet

@@ -22,7 +22,7 @@ export const latency = {
     this.presentedLog = [];               // {frame, at (page wall ms on screen), control} while measuring
     this.keyLog = [];                     // {key, down, at (page wall ms)}: drive keys sent (drive.js)
     this.stampCanvas = document.createElement("canvas");
-    this.screenDelays = [];               // recent {at, ms}: a frame sent → on this screen (screenDelay below)
+    this.screenDelays = [];               // recent {at, ms}: a frame sent → on this screen (noteScreenDelay below)
     this.reportedDelay = null;
     this.$("alaya-measure").addEventListener("change", (ev) => this.measure(ev.target.checked));
     // the clock offset serves measuring, and the screen delay that quantized switches are placed ahead by
