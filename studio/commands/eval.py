@@ -1,5 +1,6 @@
 """`alaya-studio eval WEIGHTS_DIR RECORDING... [--baselines [--fit REC...]] [--styles LIST] [--noise-seeds N]`
 `alaya-studio eval codec WEIGHTS_DIR RECORDING... [--styles LIST]` (the codec's own reconstruction alone)
+`alaya-studio eval seeds RESULT.json... --seeds 0,1,2 --json OUT` (one recipe over training seeds: mean and range)
 
 Streams a flash model over held-out paired recordings exactly as live (the studio's Rollout and the renderer's
 own session, chunk by chunk with its history) and scores the output against each task's target: PSNR, SSIM
@@ -91,10 +92,23 @@ def codec_parser() -> argparse.ArgumentParser:
     return p
 
 
+def seeds_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alaya-studio eval seeds", description="Fold the eval results of one recipe "
+                                "trained with several seeds into one: each seed under training_seeds, the mean of "
+                                "every figure at the top, [min, max] under range (training/eval_seeds.py).")
+    p.add_argument("results", nargs="+", metavar="RESULT.json", help="`alaya-studio eval --json` of each seed")
+    p.add_argument("--seeds", required=True, help="the training seed of each result, in order: e.g. 0,1,2")
+    p.add_argument("--json", help="write the folded result as JSON here")
+    p.add_argument("--markdown", help="write the summary table as Markdown here")
+    return p
+
+
 def run(args) -> int:
     argv = list(args.argv)
     if argv[:1] == ["codec"]:
         return run_codec(codec_parser().parse_args(argv[1:]))
+    if argv[:1] == ["seeds"]:
+        return run_seeds(seeds_parser().parse_args(argv[1:]))
     return run_eval(eval_parser().parse_args(argv))
 
 
@@ -185,6 +199,57 @@ def run_codec(a) -> int:
     _write(a, result, markdown_table({"recordings": result["recordings"], "per_prompt": [],
                                       "overall": result["overall"], "baselines": {}, "not_computed": {}}))
     return 0
+
+
+def run_seeds(a) -> int:
+    from training.eval_seeds import merge_seed_runs
+
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+    except ValueError:
+        raise ArgumentError(f"{a.seeds!r} is not a comma-separated list of integers (for example 0,1,2)",
+                            "--seeds") from None
+    runs = []
+    for name in a.results:
+        try:
+            runs.append(json.loads(Path(name).read_text()))
+        except OSError as e:
+            raise ArgumentError(f"cannot be read: {e.strerror}", name) from None
+        except ValueError as e:
+            raise ArgumentError(f"is not JSON: {e}", name) from None
+    merged = merge_seed_runs(runs, seeds, [Path(n).name for n in a.results])
+    _write(a, merged, seeds_table(merged))
+    return 0
+
+
+def seeds_table(merged: dict) -> str:
+    """Per seed and their mean [range]: the figures issue 46's goals are stated in."""
+    rows = [("overall", ("overall",)), ("baselines.per_pixel", ("baselines", "per_pixel")),
+            ("baselines.conv", ("baselines", "conv")), ("ablations.no_transformer", ("ablations", "no_transformer")),
+            ("transformer_contribution", ("transformer_contribution",)),
+            ("regions.shadow.model", ("regions", "shadow", "model")),
+            ("regions.shadow.per_pixel", ("regions", "shadow", "per_pixel"))]
+
+    def at(tree: dict, path: tuple[str, ...]) -> dict:
+        node: object = tree
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node if isinstance(node, dict) else {}
+
+    seeds = merged["training_seeds"]
+    lines = ["| psnr / ssim | " + " | ".join(f"seed {e['seed']}" for e in seeds) + " | mean [range] |",
+             "|" + "---|" * (len(seeds) + 2)]
+    for label, path in rows:
+        mean, spread = at(merged, path), at(merged["range"], path)
+        if "psnr" not in mean:
+            continue
+        cells = [f"{at(e, path).get('psnr')} / {at(e, path).get('ssim')}" for e in seeds]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {mean['psnr']} [{spread['psnr'][0]}, "
+                     f"{spread['psnr'][1]}] / {mean.get('ssim')} |")
+    accuracy = (merged.get("prompt_control") or {}).get("accuracy")
+    if accuracy is not None:
+        lines.append(f"\nPrompt accuracy: mean {accuracy}, range {merged['range']['prompt_control']['accuracy']}")
+    return "\n".join(lines) + "\n"
 
 
 def markdown_table(result: dict) -> str:
