@@ -1,7 +1,9 @@
 """Switches on the beat and at a time (issue 44 item 4): a show's tempo, a switch quantized to its next beat or
-bar, and an OSC bundle's timetag, each placed on the timeline ahead of time on the frame the studio sends then.
-At the schedule level (no server) the quantized switch lands on the frame of its beat; with a real studio the
-first frame in the new style is the frame the ack named; bad tempo and timetags get one line."""
+bar, and an OSC bundle's timetag, each placed on the timeline ahead of time on the frame the studio sends then,
+and placed again before each chunk as that moment nears. At the schedule level (no server) the quantized switch
+lands on the frame of its beat, and moves with the frames when they slip; with a real studio the first frame in
+the new style is the frame the studio last named (its ack, or a `timeline` message since); bad tempo and
+timetags get one line."""
 
 from __future__ import annotations
 
@@ -84,6 +86,54 @@ def test_a_known_screen_delay_places_a_quantized_or_timed_switch_that_much_earli
         assert timeline.conditioning_at(frame).label() == "polar"
 
 
+def test_a_quantized_switch_is_placed_again_as_its_beat_nears_when_the_frames_slip():
+    """Placed on frame 30 (its beat) from the frames sent so far; then a stall delays every frame 100 ms (3 frames):
+    the frame sent on the beat is now 27, and before the next chunk the block moves there. A switch whose block
+    was rendered, or that the visitor edited since, stays where it is and is forgotten."""
+    t0 = time.time() - 20 / FPS
+    slip = [0.0]
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    rollout = Rollout(20)
+    parts = SessionParts(rollout, timeline, None, None, "demo", 64, 32, stats=lambda: None,
+                         frame_at=lambda t: (t - t0 - slip[0]) * FPS, tempo=Tempo(120, anchor=t0))
+    message = dc.build(dc.SetPreset, name="polar", quantize="beat")
+    step = switch_now(parts, message)
+    assert step.run(parts, message, step.data).frame == 30
+    rollout.frame_index = 24
+    assert parts.place_timed_again() == []                      # on time: nothing moves
+    slip[0] = 0.1
+    assert parts.place_timed_again() == [27]
+    assert timeline.conditioning_at(26).label() == "cyberpunk" and timeline.conditioning_at(27).label() == "polar"
+    assert [seg.start for seg in timeline.schedule.segments] == [0, 27]
+    slip[0] = -0.1                                              # frames now run ahead: never before `first`
+    rollout.frame_index = 30
+    assert parts.place_timed_again() == [] and parts.timed.pending == []    # 27 is rendered: forgotten
+    # A block the visitor edits after it was placed is theirs: left as edited, forgotten.
+    step = switch_now(parts, message := dc.build(dc.SetPreset, name="infrared", quantize="bar"))
+    at = step.run(parts, message, step.data).frame
+    timeline.patch(at - 2, dc_conditioning("volcano"), 0)       # the editor puts volcano there: infrared is gone
+    slip[0] = 0.3
+    assert parts.place_timed_again() == [] and parts.timed.pending == []
+    assert timeline.conditioning_at(at).label() == "volcano"
+
+
+def test_a_block_moves_only_between_its_neighbours_and_only_as_it_was_placed():
+    timeline = LiveTimeline(Schedule.single("cyberpunk"))
+    timeline.patch(30, dc_conditioning("polar"), 0)
+    timeline.patch(40, dc_conditioning("volcano"), 0)
+    polar = timeline.schedule.segment_at(30)
+    assert timeline.move(polar, 40) is None and timeline.move(polar, 0) is None       # onto a neighbour
+    assert timeline.move(timeline.schedule.segment_at(0), 5) is None                  # never the first block
+    moved = timeline.move(polar, 33)
+    assert moved is not None and moved.start == 33 and timeline.conditioning_at(32).label() == "cyberpunk"
+    assert timeline.move(polar, 35) is None            # the block as placed is gone: it moved (or was edited)
+
+
+def dc_conditioning(name: str):
+    from studio.server.commands import conditioning_from_message
+    return conditioning_from_message(dc.build(dc.SetPreset, name=name))
+
+
 @pytest.mark.parametrize("body", ['{"type": "screen_delay", "ms": -1}', '{"type": "screen_delay", "ms": 2001}',
                                   '{"type": "screen_delay", "ms": "soon"}', '{"type": "screen_delay"}'])
 def test_a_bad_screen_delay_is_one_line(body):
@@ -128,6 +178,13 @@ def first_frame_labelled(viewer: StudioViewer, label: str, after: int) -> int | 
     return next((m["frame"] for m in viewer.statuses()[after:] if m["label"] == label), None)
 
 
+def frame_named(viewer: StudioViewer, ack: dict, after: int) -> int:
+    """The frame the studio last named for a timed switch: its ack's, or where it was placed again since."""
+    again = [m["frame"] for m in viewer.messages[after:]
+             if m.get("type") == "timeline" and m.get("reason") == "a timed switch placed again"]
+    return again[-1] if again else ack["frame"]
+
+
 def test_a_quantized_switch_and_a_timetagged_osc_bundle_land_on_the_frames_their_acks_name(studio):
     osc = SimpleUDPClient("127.0.0.1", studio.settings.osc_port)
 
@@ -143,7 +200,7 @@ def test_a_quantized_switch_and_a_timetagged_osc_bundle_land_on_the_frames_their
             ack = await viewer.wait_message("ack", after=mark, request="preset")
             await viewer.wait_until(lambda: first_frame_labelled(viewer, "polar", sent) is not None, 30,
                                     "a polar frame")
-            assert first_frame_labelled(viewer, "polar", sent) == ack["frame"]
+            assert first_frame_labelled(viewer, "polar", sent) == frame_named(viewer, ack, mark)
 
             # OSC: a bundle timed 2 s ahead; the switch is placed ahead (it is not the next frame) and lands there
             import httpx
@@ -161,7 +218,7 @@ def test_a_quantized_switch_and_a_timetagged_osc_bundle_land_on_the_frames_their
             assert ack["frame"] >= now_frame + 5, (ack, now_frame)      # placed ahead, not applied at once
             await viewer.wait_until(lambda: first_frame_labelled(viewer, "infrared", sent) is not None, 30,
                                     "an infrared frame")
-            assert first_frame_labelled(viewer, "infrared", sent) == ack["frame"]
+            assert first_frame_labelled(viewer, "infrared", sent) == frame_named(viewer, ack, mark)
 
             # bad input over OSC: one counted refusal each, and the session goes on
             _, rejected = osc_counts(studio)

@@ -24,6 +24,7 @@ from timeline.schedule import Schedule, schedule_from_value
 from timeline.schedule.live import LiveTimeline
 from timeline.tempo import Tempo, TempoError
 from studio.server.take_control import TakeControl
+from studio.server.timed_switches import TimedSwitches
 from studio.server.worker import SessionWorker
 from webrtc import protocol as dc
 from webrtc.stamp import stamp_fits
@@ -48,6 +49,11 @@ class SessionParts:
     keys: dc.KeyState = field(default_factory=dc.KeyState)   # the arrow keys held down now (a page's)
     tempo: Tempo | None = None              # replaced whole on the event loop; steps read it
     screen_delay_s: float = 0.0             # sent → the owner's screen (a `screen_delay` message), 0 until told
+    timed: TimedSwitches = field(default_factory=TimedSwitches)   # switches kept on their beat or time
+
+    def place_timed_again(self) -> list[int]:
+        """Before each chunk, on the worker: timed switches still to render, placed from the newest frame sent."""
+        return self.timed.again(self.rollout.frame_index, self.timeline, self.frame_at, self.screen_delay_s)
 
     def require_recorded(self, what: str) -> None:
         if not self.rollout.recorded:
@@ -115,7 +121,8 @@ def _switch_now(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None
 
 def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
     """On the frame the session will send at `at` (default now), moved on to the next beat or bar when asked, less
-    the owner's screen delay: placed on the timeline ahead of time, so the new style reaches the screen on the beat.
+    the owner's screen delay: placed on the timeline ahead of time, so the new style reaches the screen on the beat,
+    and placed again before each chunk as the moment nears (studio/server/timed_switches.py).
     A time whose frame is already rendered moves on to the next beat (or, unquantized, to the next frame not
     rendered)."""
     conditioning, tempo = data
@@ -134,6 +141,7 @@ def _switch_timed(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | No
         frame = parts.frame_at(when - lead)
     at = first if frame is None else max(first, round(frame))
     parts.timeline.patch(at, conditioning, msg.transition)
+    parts.timed.placed(when, parts.timeline, at)   # placed again before each chunk until rendered
     return dc.Ack(request=msg.type, frame=at, transition=msg.transition, label=conditioning.label())
 
 

@@ -64,9 +64,10 @@ class LiveSession:
                                     on_ended=lambda: self.outbox.later(
                                         lambda: self._gone("its source ended or failed")),
                                     sink=sink)   # an engine's own session: its frames go back to it as rendered
-        self.control = SessionControl(SessionParts(self.rollout, timeline, self.worker, take_control,
-                                                   plan.source, width, height, self.stats,
-                                                   self.reports.frame_at), self.outbox)
+        parts = SessionParts(self.rollout, timeline, self.worker, take_control, plan.source, width, height,
+                             self.stats, self.reports.frame_at)
+        self.worker.before_chunk = parts.place_timed_again   # timed switches kept on their moment
+        self.control = SessionControl(parts, self.outbox)
         self.audience = Audience(self, max_watchers)  # read-only peers sharing this session's encoded stream
         # RenderSession.on_lost: only a render worker's session (cluster/) calls it, when its worker died
         render_session.on_lost = lambda cause: self.outbox.later(lambda: self._lost(cause))

@@ -87,6 +87,8 @@ class SessionWorker:
         self.commands = CommandQueue()
         self.playback = Playback()
         self.on_ended = on_ended        # called from this thread when the session ended on its own
+        # called from this thread right before each chunk: → timeline frames it moved a timed switch to
+        self.before_chunk: Callable[[], list[int]] = list
         self._fail_lock = threading.Lock()   # the session's one fatal error is sent once (fail())
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.stage: ChunkStage | None = None     # the second stage, once started (start())
@@ -157,6 +159,8 @@ class SessionWorker:
                     continue   # render just in time: once the frames waiting go out as it renders (commands apply)
                 if sink is not None and not sink.frame_ready(self.rollout.source):
                     continue   # an engine's session waits for its next frame here, where commands still apply
+                for frame in self.before_chunk():
+                    self.outbox.send(dc.TimelineChanged(frame=frame, reason="a timed switch placed again"))
                 clock = ChunkClock.now()
                 count = self._begin_in_stages(clock) if self.stage is not None else self._render(clock)
                 if count:

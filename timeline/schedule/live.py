@@ -6,6 +6,8 @@ A rollout asks it `conditioning_at(frame)` like any schedule (`timeline.rollout.
   On a prepared timeline (several blocks, more to come) it holds until the next block and deletes none: it
   never coalesces with, nor starts on the first frame of, a block the visitor applied.
 - `patch`: a switch placed at a timeline frame (the timeline editor's), future or past.
+- `move`: a block placed ahead of its moment begins a few frames earlier or later (a timed switch placed again
+  as its moment nears, studio/server/timed_switches.py).
 - `replace`: a whole new schedule; one the visitor applies mid-stream begins at the frame on screen
   (`begun_at`).
 - `advance`: the playhead reached `frame`; on a loop's wrap the next pass's schedule takes over.
@@ -21,7 +23,7 @@ import threading
 from typing import NamedTuple
 
 from prompt_presets import Conditioning
-from timeline.schedule.model import Schedule
+from timeline.schedule.model import Schedule, Segment
 
 MAX_CARRIED_PASSES = 64          # a transition longer than 64 passes of its loop simply ends there
 
@@ -93,6 +95,26 @@ class LiveTimeline:
         edit: every block the timeline then holds is the visitor's."""
         self.schedule = self._switched(self.schedule, self._wrapped(frame), transition, conditioning)
         self._kept = frozenset(self.schedule.segments)
+
+    def move(self, block: Segment, to: int) -> Segment | None:
+        """The block `block` begins at timeline frame `to` instead. Only while the timeline still holds it as it
+        was (an edit since replaced it: that edit is the visitor's word) and `to` stays after the block before it
+        and before the one after it (or the schedule's end); never the first block. → the block as moved, None when it
+        was not."""
+        segments = self.schedule.segments
+        i = next((k for k, seg in enumerate(segments) if seg == block), None)
+        if not i or to == block.start:
+            return None
+        after = segments[i + 1].start if i + 1 < len(segments) else self.schedule.length
+        if not segments[i - 1].start < to < (after if after is not None else to + 1):
+            return None
+        doc = self.schedule.to_json()
+        doc["segments"][i] = {**doc["segments"][i], "start": to}
+        self.schedule = Schedule.build(doc, "schedule")
+        moved = self.schedule.segments[i]
+        if block in self._kept:
+            self._kept = (self._kept - {block}) | {moved}
+        return moved
 
     def replace(self, schedule: Schedule, now: int | None = None) -> None:
         """A whole new schedule. `now`: the frame on screen, when the visitor applies a whole schedule (Eight
