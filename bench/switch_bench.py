@@ -21,6 +21,12 @@ Definitions (one machine, one clock):
     python -m bench.switch_bench --size 416x224 --switches 30 --bpm 120
     python -m bench.switch_bench --size 416x224 --switches 30 --renderer flash --renderer-option num_steps=1
 
+`--osc-ahead MS` sends each switch as an OSC bundle instead (`/alaya/preset`, the viewer's session bound with the
+admin token), timetagged MS ahead of its sending, and reports how far its first new picture lands from that time
+(`timetag_error_p50_frames`, `timetag_error_p95_frames`; the viewer tells its screen delay first, as with --bpm).
+
+    python -m bench.switch_bench --size 416x224 --switches 30 --osc-ahead 200
+
 `--browser` measures the same in Chromium, with the studio page's own timing (bench/switch_browser.py): a tile
 click → the expected display time of the first picture in the new style. `--transition N` times the first
 frame of an N-frame blend instead of a cut (the first picture whose conditioning differs from the one playing).
@@ -69,14 +75,49 @@ def first_new_picture(viewer: StudioViewer, before: str | None, sent_at: float) 
     return None
 
 
+OSC_TOKEN = "switch-bench-admin"          # the studio's admin token in this bench: binds OSC to the viewer
+
+
+def osc_bundle(preset: str, due: float) -> bytes:
+    """`/alaya/preset PRESET` in a bundle timetagged `due` (Unix seconds)."""
+    from pythonosc.osc_bundle_builder import OscBundleBuilder
+    from pythonosc.osc_message_builder import OscMessageBuilder
+
+    bundle, message = OscBundleBuilder(due), OscMessageBuilder("/alaya/preset")
+    message.add_arg(preset)
+    bundle.add_content(message.build())
+    return bundle.build().dgram
+
+
 async def measure(url: str, size: str, switches: int, fps: float, warmup: float, seed: int,
-                  bpm: float | None = None, transition: int = 0, lead_on: bool = True) -> dict:
+                  bpm: float | None = None, transition: int = 0, lead_on: bool = True,
+                  osc: tuple[int, float] | None = None) -> dict:
+    """`osc`: (the studio's OSC port, ms ahead): each switch an OSC bundle timetagged that far ahead."""
     rng = random.Random(seed)
     latencies, beat_errors = [], []
     async with StudioViewer(url, source="demo", size=size, fps=fps, stamp=True, keep_pixels=False) as viewer:
         await viewer.wait_frames(1, timeout=120)
         await asyncio.sleep(warmup)
         anchor, lead = None, None
+        if osc is not None:
+            import socket
+
+            import httpx
+
+            lead = screen_delay_ms(viewer, time.time() - warmup) if lead_on else None
+            if lead is not None:
+                await viewer.send({"type": "screen_delay", "ms": round(lead, 1)})
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                bound = await http.put("/api/osc", json={"session_id": viewer.session_id},
+                                       headers={"Authorization": f"Bearer {OSC_TOKEN}"})
+                bound.raise_for_status()
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            if transition:
+                from pythonosc.osc_message_builder import OscMessageBuilder
+
+                message = OscMessageBuilder("/alaya/transition")
+                message.add_arg(transition)
+                udp.sendto(message.build().dgram, ("127.0.0.1", osc[0]))
         if bpm is not None:
             # as the studio page does (latency.js): tell the studio this viewer's sent → decoded delay, which it
             # places quantized switches ahead by
@@ -94,7 +135,12 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
             before = next((m["label"] for m in reversed(viewer.statuses())), None)
             sent_at = time.time()
             switch = {"type": "preset", "name": preset, "transition": transition}
-            mark = await viewer.send({**switch, "quantize": "beat"} if bpm is not None else switch)
+            if osc is not None:
+                mark = len(viewer.messages)
+                due = sent_at + osc[1] / 1e3
+                udp.sendto(osc_bundle(preset, due), ("127.0.0.1", osc[0]))
+            else:
+                mark = await viewer.send({**switch, "quantize": "beat"} if bpm is not None else switch)
             await viewer.wait_message("ack", after=mark, request="preset")
             await viewer.wait_until(lambda b=before, t=sent_at: first_new_picture(viewer, b, t) is not None, 30,
                                     f"the first picture after switching to {preset}")
@@ -104,11 +150,14 @@ async def measure(url: str, size: str, switches: int, fps: float, warmup: float,
                 period = 60.0 / bpm
                 beat = anchor + round((shown - anchor) / period) * period
                 beat_errors.append((shown - beat) * fps)
+            elif osc is not None:
+                beat_errors.append((shown - due) * fps)
         g2g = latencies_ms(viewer, t0)
         chunk = next((m["chunk_size"] for m in reversed(viewer.statuses())), None)
     return {"size": size, "switches": switches, "target_fps": fps, "chunk_size": chunk, "transition": transition,
             **({"screen_delay_ms": round(lead, 1)} if lead is not None else {}),
-            **figures(latencies, g2g, fps, bpm, beat_errors)}
+            **({"osc_ahead_ms": osc[1]} if osc is not None else {}),
+            **figures(latencies, g2g, fps, bpm, beat_errors, "timetag" if osc is not None else "beat")}
 
 
 def main() -> int:
@@ -126,6 +175,8 @@ def main() -> int:
                     help="with --bpm: never tell the studio the viewer's screen delay (the switch leaves the studio "
                     "on the beat instead of reaching the screen on it): the control for what the lead buys")
     ap.add_argument("--browser", action="store_true", help="measure in Chromium with the studio page's own timing")
+    ap.add_argument("--osc-ahead", type=float, metavar="MS",
+                    help="each switch an OSC bundle timetagged MS ahead (aiortc viewer; not with --bpm)")
     ap.add_argument("--transition", type=int, default=0, metavar="N",
                     help="switch with an N-frame blend and time its first frame (default 0: a cut)")
     args = ap.parse_args()
@@ -135,8 +186,19 @@ def main() -> int:
     if args.bpm is not None and not 20 <= args.bpm <= 300:
         print(f"error: --bpm {args.bpm:g} is not within 20..300", file=sys.stderr)
         return 2
+    if args.osc_ahead is not None and (args.browser or args.bpm is not None or not 0 <= args.osc_ahead <= 10000):
+        print("error: --osc-ahead takes 0..10000 ms, with the aiortc viewer and without --bpm", file=sys.stderr)
+        return 2
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
     options += ["--weights", args.weights] if args.weights else []
+    osc = None
+    if args.osc_ahead is not None:
+        import socket
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:      # a free UDP port for the studio's OSC
+            probe.bind(("127.0.0.1", 0))
+            osc = (probe.getsockname()[1], args.osc_ahead)
+        options += ["--osc-port", str(osc[0]), "--admin-token", OSC_TOKEN]
     with studio(1, args.renderer, options) as st:
         if args.browser:
             from bench.switch_browser import measure_in_chromium
@@ -145,7 +207,7 @@ def main() -> int:
                                          args.bpm, args.transition, not args.no_screen_delay)
         else:
             result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
-                                         args.bpm, args.transition, not args.no_screen_delay))
+                                         args.bpm, args.transition, not args.no_screen_delay, osc))
     viewer = "chromium" if args.browser else "aiortc"
     result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": viewer, **result}
     print(json.dumps(result))
