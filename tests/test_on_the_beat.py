@@ -101,6 +101,8 @@ def test_a_quantized_switch_is_placed_again_as_its_beat_nears_when_the_frames_sl
     assert step.run(parts, message, step.data).frame == 30
     rollout.frame_index = 24
     assert parts.place_timed_again() == []                      # on time: nothing moves
+    slip[0] = 0.02                                              # 0.6 frames: within the hysteresis, it stays
+    assert parts.place_timed_again() == []
     slip[0] = 0.1
     assert parts.place_timed_again() == [27]
     assert timeline.conditioning_at(26).label() == "cyberpunk" and timeline.conditioning_at(27).label() == "polar"

@@ -22,6 +22,9 @@ from timeline.schedule.live import LiveTimeline
 from timeline.schedule.model import Segment
 
 LIMIT = 32      # switches kept on their moment; a presenter's show has a few within the next bar
+# frames the moment must have moved by before its block moves: a target near x.5 frames would otherwise move the
+# block back and forth between two frames, and the page fetch the schedule each time
+HYSTERESIS = 0.75
 
 
 @dataclass
@@ -54,7 +57,7 @@ class TimedSwitches:
                 kept.append(switch)             # no frame sent yet, or the moment is past a loop's wrap: as placed
                 continue
             to = max(first, round(target))
-            if to == switch.block.start:
+            if to == switch.block.start or abs(target - switch.block.start) < HYSTERESIS:
                 kept.append(switch)
                 continue
             block = timeline.move(switch.block, to)
