@@ -147,7 +147,7 @@ class WorkerPool:
         resources = {"num_gpus": 1} if gpus >= 1 else {"num_cpus": 1}
         name = f"worker-{next(self._names)}"
         s = self.settings
-        actor = ray.remote(RenderWorker).options(max_concurrency=s.capacity + 2, **resources).remote(
+        actor: Any = ray.remote(RenderWorker).options(max_concurrency=s.capacity + 2, **resources).remote(
             name, s.renderer, s.renderer_options, threads=1, batch_wait_ms=s.batch_wait_ms, max_batch=s.max_batch)
         handle = WorkerHandle(name, actor, s.capacity, resources)
         handle.ping, handle.ping_sent = actor.ping.remote(), time.monotonic()

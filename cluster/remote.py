@@ -26,7 +26,7 @@ class RemoteRenderer(Renderer):
         self.name = pool.settings.renderer
 
     @property
-    def chunk_size(self) -> int:
+    def chunk_size(self) -> int:  # type: ignore[override]   # read from the workers, never set
         for worker in self.pool.workers:
             size = worker.info.get("renderer", {}).get("chunk_size")
             if size:
@@ -63,7 +63,7 @@ class RemoteSession(RenderSession):
         self._closed = False
 
     @property
-    def host(self) -> str | None:
+    def host(self) -> str | None:  # type: ignore[override]   # the worker it was placed on, never set
         return self.worker.name if self.worker is not None else None
 
     def render(self, frames: Sequence[GBufferFrame], conditioning: Sequence[Conditioning]) -> RenderResult:
@@ -71,10 +71,14 @@ class RemoteSession(RenderSession):
 
         if self.lost_cause is not None:
             raise RendererError(self.lost_cause, "cluster")
+        worker = self.worker
+        if worker is None:
+            raise RendererError("the session is not open on a render worker", "cluster")
         try:
-            return ray.get(self.worker.actor.render.remote(self.id, list(frames), list(conditioning)))
+            result: RenderResult = ray.get(worker.actor.render.remote(self.id, list(frames), list(conditioning)))
         except BaseException as exc:
-            raise remote_error(self.pool, self.worker, exc) from None
+            raise remote_error(self.pool, worker, exc) from None
+        return result
 
     def lost(self, cause: str) -> None:
         """From the pool: this session's worker died (also when the session is not rendering right now)."""
