@@ -20,6 +20,7 @@ Definitions (one machine, one clock):
     python -m bench.switch_bench --size 416x224 --switches 30
     python -m bench.switch_bench --size 416x224 --switches 30 --bpm 120
     python -m bench.switch_bench --size 416x224 --switches 30 --renderer flash --renderer-option num_steps=1
+    python -m bench.switch_bench --size 416x224 --switches 30 --cluster local      # rendered on a Ray worker
 
 `--osc-ahead MS` sends each switch as an OSC bundle instead (`/alaya/preset`, the viewer's session bound with the
 admin token), timetagged MS ahead of its sending, and reports how far its first new picture lands from that time
@@ -175,6 +176,8 @@ def main() -> int:
                     help="with --bpm: never tell the studio the viewer's screen delay (the switch leaves the studio "
                     "on the beat instead of reaching the screen on it): the control for what the lead buys")
     ap.add_argument("--browser", action="store_true", help="measure in Chromium with the studio page's own timing")
+    ap.add_argument("--cluster", metavar="ADDRESS",
+                    help="serve with --cluster ADDRESS and one render worker on Ray (local: start Ray here)")
     ap.add_argument("--osc-ahead", type=float, metavar="MS",
                     help="each switch an OSC bundle timetagged MS ahead (aiortc viewer; not with --bpm)")
     ap.add_argument("--transition", type=int, default=0, metavar="N",
@@ -191,6 +194,7 @@ def main() -> int:
         return 2
     options = [a for o in args.renderer_option for a in ("--renderer-option", o)]
     options += ["--weights", args.weights] if args.weights else []
+    options += ["--cluster", args.cluster, "--workers", "1"] if args.cluster else []
     osc = None
     if args.osc_ahead is not None:
         import socket
@@ -209,7 +213,8 @@ def main() -> int:
             result = asyncio.run(measure(st.url, args.size, args.switches, args.fps, args.warmup, args.seed,
                                          args.bpm, args.transition, not args.no_screen_delay, osc))
     viewer = "chromium" if args.browser else "aiortc"
-    result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": viewer, **result}
+    result = {"renderer": args.renderer, "renderer_options": args.renderer_option, "viewer": viewer,
+              **({"cluster": args.cluster} if args.cluster else {}), **result}
     print(json.dumps(result))
     write_json(args.json, result)
     return 0
