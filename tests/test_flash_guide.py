@@ -180,3 +180,73 @@ def test_train_codec_guide_then_train_gives_a_guided_model(tmp_path, capsys):
                "-o", tmp_path / "bad", "--no-progress") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--guide" in err[0], err
+
+
+def test_the_guides_global_context_reads_the_whole_frame_and_starts_as_the_plain_guide():
+    torch.manual_seed(0)
+    plain, wide = GBufferGuide(16), GBufferGuide(16, context=True)
+    wide.load_state_dict(plain.state_dict(), strict=False)           # all but its context, zero at first
+    for p in plain.parameters():
+        torch.nn.init.normal_(p, 0, 0.1)
+    wide.load_state_dict(plain.state_dict(), strict=False)
+    x, gb = torch.rand(1, 3, 96, 256), torch.rand(1, 15, 96, 256)
+    assert torch.equal(plain(x, gb), wide(x, gb))                     # a fresh context changes nothing
+    for p in wide.ctx.parameters():
+        torch.nn.init.normal_(p, 0, 0.1)
+    gb.requires_grad_(True)
+    wide(x, gb)[0, :, 48, 16].sum().backward()
+    cols = (gb.grad.abs().sum((0, 1, 2)) > 0).nonzero()
+    assert cols.min() == 0 and cols.max() == 255                      # every column: the whole frame
+
+
+def far_signal_clips(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, 3, 16, 128) decoded frames and their targets: the whole frame brightened or darkened by 0.2, as a white or
+    black block at the far left says: a look the frame shows in one place, which every pixel must follow. The
+    right half is 56 px and more from the block, beyond the plain guide's reach (38 px each way)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 3, 16, 128, generator=gen) * 0.5 + 0.25
+    bright = torch.rand(n, generator=gen) > 0.5
+    x[:, :, 4:12, :8] = bright.float()[:, None, None, None]
+    return x, x + torch.where(bright[:, None, None, None], 0.2, -0.2)
+
+
+def test_the_context_follows_a_look_the_frame_shows_far_away_and_the_plain_guide_cannot():
+    scores = {}
+    for context in (False, True):
+        torch.manual_seed(0)
+        guide = GBufferGuide(8, context=context)
+        for m in guide.modules():                # as `train codec` starts it (training/codec.py init_for_training)
+            if isinstance(m, torch.nn.Conv2d) and m is not guide.out:
+                torch.nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        opt = torch.optim.Adam(guide.parameters(), lr=3e-3)
+        for step in range(200):                  # the plain guide 14.0 dB on the far half, with its context 46
+            x, target = far_signal_clips(4, step)
+            loss = torch.nn.functional.mse_loss(guide(x, torch.zeros(4, 15, 16, 128)), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        x, target = far_signal_clips(16, 10_000)                              # frames it never saw
+        with torch.no_grad():
+            drawn = guide(x, torch.zeros(16, 15, 16, 128))
+        scores[context] = psnr(rgb_u8(drawn[:, None, ..., 64:]), rgb_u8(target[:, None, ..., 64:]))
+    assert scores[True] > scores[False] + 10, scores
+
+
+def test_train_codec_guide_context_gives_a_model_whose_inspect_names_it(tmp_path, capsys):
+    rec = tmp_path / "a.gbuf.zip"
+    assert cli("record", "--frames", 16, "--size", f"{W}x{H}", "--seed", 1, "--rgb", "--fps", 10, "-o", rec) == 0
+    assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 1, "--guide", 8,
+               "--guide-context", "-o", tmp_path / "c", "--no-progress") == 0
+    assert json.loads((tmp_path / "c" / "codec.json").read_text())["guide_context"] is True
+    assert cli("train", rec, "--config", "tiny", "--codec", tmp_path / "c", "--size", f"{W}x{H}", "--steps", 1,
+               "--chunks", 1, "--no-progress", "-o", tmp_path / "m") == 0
+    plan = WeightsPlan(tmp_path / "m")
+    assert plan.ok and plan.guide_width == 8 and plan.guide_context
+    assert FlashPipeline.from_dir(tmp_path / "m", device="cpu").decoder.guide.context
+    capsys.readouterr()
+    assert cli("flash", "inspect", tmp_path / "m") == 0
+    assert "G-buffer guide, width 8, global context" in capsys.readouterr().out
+    assert cli("train", "codec", rec, "--config", "tiny", "--size", f"{W}x{H}", "--steps", 1, "--guide-context",
+               "-o", tmp_path / "bad", "--no-progress") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--guide-context" in err[0], err

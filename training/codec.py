@@ -83,6 +83,7 @@ class CodecSettings:
     latent_weight: float = 0.05     # pull of latents towards mean 0, variance 1
     perceptual_weight: float = 0.1  # only with a perceptual model
     guide_width: int = 0            # > 0: a guided decoder (renderer/flash/guide.py) trained end to end with it
+    guide_context: bool = False     # guided: the guide's global context (renderer/flash/guide.py, --guide-context)
     guide_frames: int = 1           # guided: frames per clip drawn through the guide a step (see codec_loss)
     stack_weight: float = 0.25      # guided: the TAEHV stack's own frames also pulled towards the target (below)
     log_every: int = 10
@@ -93,13 +94,14 @@ class CodecSettings:
 
 
 class Codec(nn.Module):
-    def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...], guide_width: int = 0):
+    def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...], guide_width: int = 0,
+                 guide_context: bool = False):
         super().__init__()
         self.encoder = TinyEncoder(encoder_channels).encoder
         self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
-        self.guide = GBufferGuide(guide_width) if guide_width else None
+        self.guide = GBufferGuide(guide_width, guide_context) if guide_width else None
         self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
-        self.guide_width = guide_width
+        self.guide_width, self.guide_context = guide_width, bool(guide_width and guide_context)
         init_for_training(self)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
@@ -121,7 +123,7 @@ class Codec(nn.Module):
 
     def decoder_module(self) -> TinyDecoder:
         """A TinyDecoder holding these decoder weights, the guide's too (what the renderer loads)."""
-        out = TinyDecoder(self.decoder_channels, self.guide_width)
+        out = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context)
         out.decoder.load_state_dict(self.decoder.state_dict())
         if self.guide is not None:
             assert out.guide is not None
@@ -204,7 +206,7 @@ def save_codec(codec: Codec, out: Path, extra: dict) -> None:
     with atomic_path(out / TINY_DECODER) as tmp:
         save_file(state, str(tmp))
     doc = {"encoder_channels": codec.encoder_channels, "decoder_channels": list(codec.decoder_channels),
-           "guide_width": codec.guide_width, **extra}
+           "guide_width": codec.guide_width, "guide_context": codec.guide_context, **extra}
     with atomic_path(out / CODEC_JSON) as tmp:
         tmp.write_text(json.dumps(doc, indent=2))
 
@@ -218,7 +220,7 @@ def load_codec(root: str | Path) -> Codec:
     try:
         meta = json.loads(meta_path.read_text())
         codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]),
-                      int(meta.get("guide_width", 0)))
+                      int(meta.get("guide_width", 0)), bool(meta.get("guide_context", False)))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
     path = root / TINY_DECODER
@@ -306,7 +308,7 @@ def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = F
     from tqdm import tqdm
 
     torch.manual_seed(s.seed)
-    codec = Codec(s.encoder_channels, s.decoder_channels, s.guide_width).to(device)
+    codec = Codec(s.encoder_channels, s.decoder_channels, s.guide_width, s.guide_context).to(device)
     opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(s.seed)
     ckpt = bookkeeping.latest_checkpoint(out) if resume else None

@@ -14,6 +14,11 @@ picture only through the latent the transformer makes.
     decoder  nearest upsampling, the same scale's encoder features joined (a U-Net), one 3x3 convolution a scale
     output   decoded + conv1x1(...), the last convolution zero-initialised: it starts as the decoder's frame
              (a receptive field of 76 px, by gradient probe: a shadow edge is judged with its caster in view)
+    context  optional (`train codec --guide-context`): the coarsest scale's features averaged over the whole
+             frame → a small MLP → a per-channel scale and shift of the full-size features before the output
+             (zero-initialised: it starts as the plain guide). 76 px is a local guess at what look the latent
+             carries; the frame's mean is the look itself, so every pixel is drawn knowing it (the conv baseline
+             is told its style; the guide has to read it from the transformer's latent). Keys `guide.ctx.*`
 
 Frame by frame, with no memory: a live session guides each frame as the decoder hands it over.
 """
@@ -28,6 +33,7 @@ from renderer.flash.refiner import GBUFFER_VALUES, pixel_inputs
 
 SCALES = 4
 GUIDE_KEY = "guide.enc.0.0.weight"      # its output channels are the guide's width (`width_from_shapes`)
+CONTEXT_KEY = "guide.ctx.0.weight"      # present when the guide has its global context (`context_from_shapes`)
 
 
 def widths(width: int) -> list[int]:
@@ -41,15 +47,20 @@ def _pair(cin: int, cout: int) -> nn.Sequential:
 
 
 class GBufferGuide(nn.Module):
-    def __init__(self, width: int = 16):
+    def __init__(self, width: int = 16, context: bool = False):
         super().__init__()
         w = widths(width)
-        self.width = width
+        self.width, self.context = width, context
         self.enc = nn.ModuleList([_pair(GBUFFER_VALUES + 3, w[0])]
                                  + [_pair(w[k - 1], w[k]) for k in range(1, SCALES)])
         self.dec = nn.ModuleList([nn.Conv2d(w[k + 1] + w[k], w[k], 3, padding=1) for k in range(SCALES - 1)])
         self.out = nn.Conv2d(w[0], 3, 1, bias=False)     # a residual: the stack's frame carries the level
         nn.init.zeros_(self.out.weight)
+        if context:
+            last = nn.Linear(w[-1], 2 * w[0])
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
+            self.ctx = nn.Sequential(nn.Linear(w[-1], w[-1]), nn.ReLU(inplace=True), last)
 
     def forward(self, decoded: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
         """decoded (N, 3, H, W), G-buffer (N, 5, 3, H, W) or (N, 15, H, W) → (N, 3, H, W), not clamped (training
@@ -59,8 +70,12 @@ class GBufferGuide(nn.Module):
         for k, block in enumerate(self.enc):
             x = block(x if k == 0 else F.avg_pool2d(x, 2))
             skips.append(x)
+        code = self.ctx(x.mean((2, 3))) if self.context else None
         for k in reversed(range(SCALES - 1)):
             x = F.relu(self.dec[k](torch.cat([F.interpolate(x, scale_factor=2.0, mode="nearest"), skips[k]], 1)))
+        if code is not None:
+            scale, shift = code.chunk(2, 1)
+            x = x * (1 + scale[..., None, None]) + shift[..., None, None]
         return decoded + self.out(x)
 
     def frames(self, frames: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
@@ -71,6 +86,11 @@ class GBufferGuide(nn.Module):
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def context_from_shapes(shapes: dict[str, tuple]) -> bool:
+    """Whether a decoder file's guide has the global context (`guide.ctx.*`)."""
+    return CONTEXT_KEY in shapes
 
 
 def width_from_shapes(shapes: dict[str, tuple]) -> int:

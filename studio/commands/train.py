@@ -106,6 +106,8 @@ def codec_parser() -> argparse.ArgumentParser:
     p.add_argument("--guide", type=int, default=0, metavar="WIDTH",
                    help="a guided decoder: a G-buffer guide of this width after the TAEHV stack, trained with it "
                    "(renderer/flash/guide.py; default 0: none)")
+    p.add_argument("--guide-context", action="store_true",
+                   help="with --guide: the guide also reads the whole frame's mean features (its global context)")
     p.add_argument("--styles", help="original,PRESET,... or all: each clip in one drawn style (the looks the "
                    "renderer will be trained on; default: the recordings' own RGB)")
     return p
@@ -222,12 +224,15 @@ def run_codec(a) -> int:
             raise ArgumentError(f"must be at least 1, got {getattr(a, name)}", f"--{name.replace('_', '-')}")
     if a.guide < 0:
         raise ArgumentError(f"must be 0 (none) or a width, got {a.guide}", "--guide")
+    if a.guide_context and not a.guide:
+        raise ArgumentError("is a part of the guide: give --guide WIDTH too", "--guide-context")
     if a.crop is not None and (a.crop < 0 or a.crop % 8):
         raise ArgumentError(f"must be 0 or a positive multiple of 8 (the latent grid), got {a.crop}", "--crop")
     config = get_config(a.config)
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
                       crop=CodecSettings.crop if a.crop is None else a.crop, guide_width=a.guide,
+                      guide_context=a.guide_context,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
                       max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height],
                                                              "styles": a.styles})
