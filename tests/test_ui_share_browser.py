@@ -63,7 +63,9 @@ def test_the_watch_page_fills_its_window_keeps_the_aspect_and_goes_full_screen(b
         assert fit == "contain"                             # letterboxed: the stream's aspect, not stretched
         page.click("#fullscreen")
         page.wait_for_function("document.fullscreenElement !== null", timeout=10_000)
-        assert page.locator("#fullscreen").inner_text() == "Leave full screen"
+        # the button is relabelled on `fullscreenchange`, which fires after fullscreenElement is set: wait for it
+        page.wait_for_function("document.getElementById('fullscreen').innerText === 'Leave full screen'",
+                               timeout=10_000)
         page.keyboard.press("f")
         page.wait_for_function("document.fullscreenElement === null", timeout=10_000)
     finally:
