@@ -48,11 +48,11 @@ class TimedSwitches:
         """Before a chunk that begins at `first` (the next frame not rendered): each switch still to render moves
         to the frame sent at its moment less `lead_s`, never before `first`. → the frames moved to."""
         moved, kept = [], []
+        length = timeline.loop_length()
         for switch in self.pending:
             if switch.block.start < first:      # rendered (or, on a loop, in the next pass): it is where it is
                 continue
             target = frame_at(switch.when - lead_s)
-            length = timeline.loop_length()
             if target is None or (length and round(target) >= length):
                 kept.append(switch)             # no frame sent yet, or the moment is past a loop's wrap: as placed
                 continue
