@@ -5,6 +5,10 @@ it is full the worker waits, so rendering never runs ahead of what is sent (late
 chunk) and nothing queues up. `recv()` only waits on the buffer and the pacing clock: no rendering, no
 encoding, no numpy work on the event loop.
 
+Just in time: the track says when it will next take a frame, and a chunk starts its measured lead (plus a margin
+for how much that lead wanders) before the first slot its frames will have, so a frame waits little between its
+render and its send, and a command that came meanwhile still reaches it.
+
 Pacing: each frame is due one period after the previous frame's due time (not its actual send, so sleep
 overshoot does not accumulate); the period is the session's 1/fps, or the renderer's measured seconds per
 frame when that is longer, so a slow renderer gives an even, lower rate. A frame that arrives more than a
@@ -63,6 +67,12 @@ class FrameBuffer:
         # are ready before its chunk is done, and the next chunk need start only that long before the frames
         # waiting have gone
         self.first_frame_lead = 0.0
+        # how far a chunk's lead strays from that average (moving mean absolute deviation): a chunk starts this
+        # much earlier again, so a slower render than usual rarely makes its frame late for its slot
+        self.lead_spread = 0.0
+        # when the consumer will take its next frame (perf_counter; the track says as it takes each one); 0, or a
+        # moment past: it takes one as soon as there is one
+        self.next_take_at = 0.0
         # frames of chunks under way that the producer has not put yet (a worker whose second thread finishes a
         # chunk while the next begins): they go out before the next chunk's, so they count as waiting
         self._promised = 0
@@ -73,7 +83,15 @@ class FrameBuffer:
         per_frame = seconds / max(1, frames)
         lead = seconds if first_seconds is None else min(first_seconds, seconds)
         self.production_period = _average(self.production_period, per_frame)
+        if self.first_frame_lead:
+            self.lead_spread = _average(self.lead_spread, abs(lead - self.first_frame_lead))
         self.first_frame_lead = _average(self.first_frame_lead, lead)
+
+    def take_next_at(self, moment: float) -> None:
+        """The consumer will take its next frame at `moment` (perf_counter)."""
+        with self._cond:
+            self.next_take_at = moment
+            self._cond.notify_all()
 
     def put(self, item: OutgoingFrame, timeout: float | None = None, settles: bool = False) -> bool:
         """Block (worker thread) until there is room; False if closed or timed out. `settles`: the frame was
@@ -127,20 +145,39 @@ class FrameBuffer:
                 and not self.closed
 
     def wait_to_render(self, timeout: float) -> bool:
-        """Block (worker thread) until a chunk started now is due: when the frames still waiting
-        will have gone out by the time its first frame is ready (at the measured lead), so its frames do not
-        wait behind them and it renders from input that is as fresh as it can be; its later frames are ready
-        before their turn as long as the renderer keeps the stream's rate. Frames promised count as waiting.
-        One frame: wait_for_room.
-        False if closed or timed out."""
-        def due() -> bool:
-            period = max(self.send_period, self.production_period)
-            waiting = len(self._items) + self._promised
-            return self.closed or (waiting * period <= self.first_frame_lead
-                                   and len(self._items) < self.capacity
-                                   and (self._promised != 0 or waiting < self.capacity))
+        """Block (worker thread) until a chunk started now is due: its lead (and margin) before the slot its first
+        frame will have, after the frames still waiting have gone out one a period from the consumer's next take
+        (now, if it is not known). Its frames then do not wait behind them, it renders from input as fresh as it
+        can be, and commands that come while it waits still reach it; its later frames are ready before their
+        turn as long as the renderer keeps the stream's rate. Frames promised count as waiting. One frame:
+        wait_for_room. False if closed or timed out."""
+        deadline = time.perf_counter() + timeout
         with self._cond:
-            return self._cond.wait_for(due, timeout) and not self.closed
+            while not self.closed:
+                now = time.perf_counter()
+                start_at = self._start_at(now)
+                if start_at is not None and now >= start_at:
+                    return True
+                left = deadline - now
+                if left <= 0:
+                    return False
+                self._cond.wait(left if start_at is None else min(left, start_at - now))
+            return False
+
+    @property
+    def start_margin(self) -> float:
+        """Seconds a chunk starts before its lead strictly needs: two and a half times how far the lead strays,
+        and 2 ms for the wake-up."""
+        return 0.002 + 2.5 * self.lead_spread
+
+    def _start_at(self, now: float) -> float | None:
+        """When a chunk should start (perf_counter), under the lock; None while there is no room for it."""
+        waiting = len(self._items) + self._promised
+        if len(self._items) >= self.capacity or (self._promised == 0 and waiting >= self.capacity):
+            return None
+        period = max(self.send_period, self.production_period)
+        first_slot = max(now, self.next_take_at) + waiting * period
+        return first_slot - self.first_frame_lead - self.start_margin
 
     def clear(self) -> None:
         """Drop frames not sent yet (after a seek, so the picture jumps at once)."""
@@ -249,6 +286,7 @@ class SessionVideoTrack(MediaStreamTrack):
         elif now - due > self.period:
             due = now  # late: restart the clock here instead of bursting to catch up
         self._last_due = due
+        self.buffer.take_next_at(due + max(self.period, self.buffer.production_period))
         frame = item.video
         frame.pts = round((due - self._start) * VIDEO_CLOCK)
         frame.time_base = Fraction(1, VIDEO_CLOCK)

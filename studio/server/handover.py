@@ -91,6 +91,8 @@ class FrameHandOver:
                 self.sink.send(f, rgb)           # first: the engine waits for it, the watchers' video does not
             video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             item = OutgoingFrame(f.index, video, clock.started, frame_info(f, clock))
+            if clock.first_ready_s is None:
+                clock.first_ready_s = time.perf_counter() - clock.started
             if self.sink is not None:
                 self.sink.put_newest(self.buffer, item)
             elif not self._put(item, current, waiting, owed):

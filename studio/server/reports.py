@@ -85,6 +85,13 @@ class ChunkClock:
     started: float
     wall: float
     take_s: float = 0.0
+    # seconds from the start until its first frame was ready to hand over (taken, rendered, stamped, converted):
+    # the lead the next chunk starts by (webrtc/track.py); None until then
+    first_ready_s: float | None = None
+
+    def lead_s(self, otherwise: float) -> float:
+        """The measured lead, or `otherwise` when no frame was handed over (a chunk gone stale)."""
+        return otherwise if self.first_ready_s is None else self.first_ready_s
 
     @classmethod
     def now(cls) -> "ChunkClock":

@@ -151,14 +151,19 @@ class SessionWorker:
                 if play.paused or play.ended:
                     self.commands.doze(0.1)
                     continue
+                sink = self.handover.sink
+                if sink is None and not self.buffer.wait_to_render(0.05):
+                    continue   # render just in time: its lead before its frame's slot (commands apply on each turn)
+                if sink is not None and not sink.frame_ready(self.rollout.source):
+                    continue   # an engine's session waits for its next frame here, where commands still apply
+                # commands that came during the wait reach the frame rendered now, not the one after: a switch
+                # lands a frame sooner
+                self.commands.run_all()
+                if play.stopping or play.paused or play.ended or self.handover.sink is not sink:
+                    continue
                 if self.timeline.advance(self.rollout.frame_index):
                     self.outbox.send(dc.TimelineChanged(frame=self.rollout.frame_index,
                                                         reason="next pass of the loop"))
-                sink = self.handover.sink
-                if sink is None and not self.buffer.wait_to_render(0.05):
-                    continue   # render just in time: once the frames waiting go out as it renders (commands apply)
-                if sink is not None and not sink.frame_ready(self.rollout.source):
-                    continue   # an engine's session waits for its next frame here, where commands still apply
                 for frame in self.before_chunk():
                     self.outbox.send(dc.TimelineChanged(frame=frame, reason="a timed switch placed again"))
                 clock = ChunkClock.now()
@@ -197,7 +202,7 @@ class SessionWorker:
         self._after_take()
         if count:
             rendered_s, first_s = self.handover.parts(parts, clock, current, waiting=self.commands.run_all)
-            self.handover.note_chunk(count, rendered_s, first_s, rendered_s)
+            self.handover.note_chunk(count, rendered_s, clock.lead_s(first_s), rendered_s)
         return count
 
     def _begin_in_stages(self, clock: ChunkClock) -> int:
@@ -219,7 +224,8 @@ class SessionWorker:
             finally:
                 self.buffer.settle(owed[0])      # those not put: stale after a seek, or the session stopped
             # the stream's rate is the larger stage's; the first frame waits for both
-            self.handover.note_chunk(count, max(begun_s, rendered_s), begun_s + first_s, begun_s + rendered_s)
+            self.handover.note_chunk(count, max(begun_s, rendered_s), clock.lead_s(begun_s + first_s),
+                                     begun_s + rendered_s)
         assert self.stage is not None
         if not self.stage.submit(finish, lambda: self.playback.stopping):
             self.buffer.settle(count)
