@@ -60,3 +60,15 @@ def test_the_timed_chunk_loop_times_every_chunk_after_the_warm_up():
     assert asked == list(range(count))                          # each chunk asked for its conditioning once
     assert sum(c.frames for c in chunks) == len(frames) - 2 * size   # all but the two warm-up chunks timed
     assert all(0 < c.first_out_seconds <= c.seconds for c in chunks)
+
+
+def test_the_switch_benchs_bad_flags_are_one_line_and_exit_2_before_any_studio_starts():
+    for flags, says in ((["--osc-ahead", "-5"], "error: --osc-ahead takes 0..10000 ms"),
+                        (["--osc-ahead", "200", "--bpm", "120"], "error: --osc-ahead takes 0..10000 ms"),
+                        (["--osc-ahead", "200", "--browser"], "error: --osc-ahead takes 0..10000 ms"),
+                        (["--bpm", "900"], "error: --bpm 900 is not within 20..300"),
+                        (["--transition", "-1"], "error: --transition -1 is not within 0..")):
+        run = subprocess.run([sys.executable, "-m", "bench.switch_bench", *flags], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 2 and run.stdout == "", flags
+        assert run.stderr.startswith(says) and run.stderr.count("\n") == 1, (flags, run.stderr)
