@@ -294,3 +294,21 @@ def test_train_meanflow_with_gan_resumes_and_writes_a_mean_flow_directory(record
     # a flow run refuses to resume the mean-flow checkpoints
     flow = [("flow" if c == "meanflow" else c) for c in common]
     assert cli(flow + ["--steps", "4", "--resume"]) == 2
+
+
+def test_the_mean_flow_loss_is_weighted_per_sample_so_a_wild_model_cannot_run_it_away():
+    """An untrained transformer's du/dt makes the target large; the adaptive weight keeps each sample's term
+    near 1 (below 1 by construction: e / (e + c)), and a sample a thousand times further off pulls no harder."""
+    g = torch.Generator().manual_seed(0)
+    z, n = torch.randn(4, 2, generator=g), torch.randn(4, 2, generator=g)
+    t, r = torch.full((4,), 0.8), torch.full((4,), 0.3)
+    scale = torch.tensor([1.0, 1.0, 1e3, 1e3])[:, None]
+    w = torch.ones(1, requires_grad=True)
+
+    def wild(x, r_, t_):
+        return w * scale * (x + t_[:, None])          # du/dt and the error both grow with the scale
+
+    loss, _, _ = mean_flow_loss(wild, z, n, t, r)
+    loss.backward()
+    assert 0.5 < loss.item() < 1.0 and w.grad is not None and torch.isfinite(w.grad).all()
+    assert abs(w.grad.item()) < 10.0                  # unweighted, the 1e3 samples' gradient is ~1e6
