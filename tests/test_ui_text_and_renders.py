@@ -52,6 +52,32 @@ def test_the_prompt_box_follows_what_plays(page):
     page.fill("#alaya-prompt", "")
 
 
+def test_a_late_frame_of_an_earlier_switch_does_not_take_the_box_back(page):
+    """Under load a switch sent before the box's text can reach the screen after the box has said what its text
+    means (seen in CI: 'lava river' lost its '≈ Volcano' line to a late frame of 'asdfgh'). Paused, no real frame
+    moves on; the late frames go through the page's own status handler."""
+    page.click(".alaya-tile[data-preset=polar]")
+    plays_alone(page, "polar")
+    set_paused(page, True)
+    try:
+        page.fill("#alaya-prompt", "lava river")
+        page.press("#alaya-prompt", "Enter")
+        match = page.locator("#alaya-prompt-match")
+        wait_until(lambda: match.inner_text().startswith("≈ Volcano"), 60, lambda: match.inner_text())
+        said = match.inner_text()
+        late = lambda prompts: page.evaluate("(p) => window.alayaStudio.followPlaying(p)", prompts)  # noqa: E731
+        late([{"text": "asdfgh", "weight": 1.0}])                     # the earlier switch, landing late
+        late([{"preset": "polar", "weight": 0.5}, {"text": "asdfgh", "weight": 0.5}])
+        assert (page.input_value("#alaya-prompt"), match.inner_text()) == ("lava river", said)
+        late([{"text": "lava river", "weight": 1.0}])                 # the box's own text plays: it follows again
+        late([{"preset": "infrared", "weight": 1.0}])
+        assert (page.input_value("#alaya-prompt"), match.inner_text()) == ("Infrared", "")
+    finally:
+        set_paused(page, False)
+    page.click(".alaya-tile[data-preset=cyberpunk]")
+    plays_alone(page, "cyberpunk")
+
+
 def test_the_blend_starts_from_free_text_and_keeps_it(page):
     text = "a quiet harbour town at dawn with fishing boats"
     page.click(".alaya-tile[data-preset=deep_sea]")                   # the blend starts from the style on screen

@@ -4,7 +4,8 @@ import { api, authorized } from "./api.js";
 
 const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
 const CLEAR_MATCH = 50;         // a top share (in whole per cent, as shown) under this is a mix, not a match
-const PENDING = "pending";      // the box's text was sent; what it names is being looked up
+const PENDING = "pending";
+const BOX_AWAIT_MS = 10000;     // how long the box keeps what it sent against other frames, before it has played      // the box's text was sent; what it names is being looked up
 const TEXT = "text:";           // a blend picker's value for free text (preset names have no colon)
 
 // One prompt of a frame's status (or the box's text, resolved) as a comparable key.
@@ -41,6 +42,7 @@ export const gallery = {
     this.markActive(name);
     this.$("alaya-prompt-match").textContent = "";      // it described the prompt box's text, no longer playing
     this.blendTouched = false;
+    this.boxAwaits = undefined;                         // superseded: it may never play
     this.blendFrom(name);
   },
   // `name`: the dominant preset of the frame on screen; its tile is outlined only while that preset plays alone
@@ -57,21 +59,30 @@ export const gallery = {
   // what it sent (`boxNames`), which it keeps while that plays (followPlaying).
   async showMeaning(text) {
     const el = this.$("alaya-prompt-match");
-    this.boxEdited = false; this.boxNames = PENDING;
+    this.boxEdited = false; this.boxNames = PENDING; this.boxAwaits = undefined;
     try {
       const m = await api("GET", `/api/ui/prompt?text=${encodeURIComponent(text)}`);
       el.textContent = m.preset ? `preset ${this.titleOf(m.preset)}`
                                 : freeTextMeaning(m.maps_to, (name) => this.titleOf(name));
-      if (this.boxNames === PENDING) this.boxNames = promptKey(m.preset ? { preset: m.preset } : { text });
+      if (this.boxNames === PENDING) {
+        this.boxNames = promptKey(m.preset ? { preset: m.preset } : { text });
+        // until it plays, frames of what played before (a switch sent earlier that lands late under load) must
+        // not take the box back
+        if (!(this.playingPrompts || []).some((p) => promptKey(p) === this.boxNames)) {
+          this.boxAwaits = this.boxNames; this.boxAwaitsSince = performance.now();
+        }
+      }
     } catch (err) { el.textContent = ""; if (this.boxNames === PENDING) this.boxNames = undefined; }
   },
+  // The studio refused what the box sent: it will never play, so the box follows what plays again.
+  boxRefused() { this.boxAwaits = undefined; },
   titleOf(name) { return this.presets.find((p) => p.name === name)?.title || name; },
   // The prompt box and the blend follow what plays (docs/ui.md, "Prompt", "Blend"); `prompts` are the frame's,
   // from its status. Only a change of what plays (not of the weights) moves them.
   followPlaying(prompts) {
     const key = prompts.map(promptKey).join(" + ");
     if (key === this.playingKey) return;
-    this.playingKey = key;
+    this.playingKey = key; this.playingPrompts = prompts;
     const alone = prompts.length === 1 ? prompts[0] : null;
     this.followBox(prompts, alone);
     if (alone && !alone.preset && !this.blendTouched) this.blendFromText(alone.text);
@@ -81,6 +92,12 @@ export const gallery = {
   // plays (in its transition too).
   followBox(prompts, alone) {
     const box = this.$("alaya-prompt");
+    if (this.boxAwaits !== undefined) {
+      // another front door (OSC, the timeline) may supersede it before it plays: the wait has a bound
+      const waiting = performance.now() - this.boxAwaitsSince < BOX_AWAIT_MS;
+      if (waiting && !prompts.some((p) => promptKey(p) === this.boxAwaits)) return;
+      this.boxAwaits = undefined;
+    }
     if (this.boxEdited || this.boxNames === PENDING || prompts.some((p) => promptKey(p) === this.boxNames)) return;
     box.value = alone ? (alone.preset ? this.titleOf(alone.preset) : alone.text) : "";
     this.boxNames = alone ? promptKey(alone) : undefined;
@@ -119,6 +136,7 @@ export const gallery = {
     const prompts = [{ ...spec(this.$("alaya-blend-a").value), weight: 1 - t },
                      { ...spec(this.$("alaya-blend-b").value), weight: t }].filter((p) => p.weight > 0);
     this.send({ type: "blend", prompts, mode: "linear", transition: 0 });
+    this.boxAwaits = undefined;                         // superseded: it may never play
   },
 
   fillSources(sources, wanted) {

@@ -131,6 +131,7 @@ export const player = {
       case "error":
         this.say(refusal(m), { kind: messageKind(m.request) });
         if (m.request === "schedule") this.scheduleSettled();
+        if (m.request === "prompt") this.boxRefused();
         break;
       case "ended":
         this.sourceEnded = m.reason === "the source ended";
