@@ -5,6 +5,7 @@ of one seed share the world and its mesh. (Its time to first frame is a figure: 
 from __future__ import annotations
 
 import logging
+import threading
 
 import httpx
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from gbuffer.engine import meshes
 from gbuffer.engine.source import EngineSource
 from gbuffer.feed import FeedHub, FeedLimits
+from prompt_presets import matching
 from prompt_presets.matching import matching_ready
 from helpers.browser import wait_until
 from helpers.loop import LoopThread
@@ -91,3 +93,42 @@ def test_health_says_when_free_text_matching_is_warm(warm):
             assert health()["text_matching_ready"] in (False, True)
             wait_until(lambda: health()["text_matching_ready"] is True, 300, "the matcher's warm-up")
             assert matching_ready()
+
+
+@pytest.fixture
+def cold_matcher(monkeypatch):
+    """The free-text matcher as a fresh studio has it: not loaded, no warm-up under way (this process may have
+    loaded it for another test). The model this test loads is closed after it."""
+    monkeypatch.setattr(matching, "_state", {})
+    monkeypatch.setattr(matching, "_threads", {})
+    monkeypatch.setattr(matching, "_ready", threading.Event())
+    monkeypatch.setattr(matching, "_settled", threading.Event())
+    monkeypatch.setattr(matching, "_loading", set())
+    monkeypatch.setattr(matching, "_preset_vectors", {})
+    yield
+    model = matching._state.get("model")
+    if model is not None:
+        model.close()
+
+
+def test_a_switch_asked_after_free_text_that_waits_for_the_matcher_is_not_undone_by_it(cold_matcher):
+    """A visitor types free text in the studio's first seconds (it waits for the matcher) and then clicks a tile:
+    the tile, asked last, is what plays once both are applied; before, the free text landed last and undid it."""
+    settings = Settings(port=0, max_sessions=1, width=96, height=64, warm_text_matching=False)
+    with BackgroundServer(settings) as studio:
+        loop = LoopThread()
+        try:
+            owner = loop.run(start_owner(studio.url, source="demo", size="96x64"))
+            mark = loop.run(owner.send({"type": "prompt", "text": "a lighthouse on a cliff in fog", "transition": 0}))
+            loop.run(owner.send({"type": "preset", "name": "polar", "transition": 0}))
+            loop.run(owner.wait_message("preparing", after=mark))       # the free text did wait for the matcher
+            loop.run(owner.wait_message("ack", 300, after=mark, request="prompt"))
+            tile = loop.run(owner.wait_message("ack", 60, after=mark, request="preset"))
+            acks = [m["request"] for m in owner.messages[mark:] if m.get("type") == "ack"]
+            assert acks == ["prompt", "preset"], acks
+            after = loop.run(owner.wait_until(
+                lambda: [m for m in owner.statuses() if m["frame"] >= tile["frame"]], 60, "a frame of the tile"))
+            assert after[0]["label"] == "polar", after[0]
+            loop.run(owner.close())
+        finally:
+            loop.close()

@@ -74,6 +74,9 @@ class Step:
     data: Any = None
     after_matcher: bool = False     # free text: the preset matcher must be loaded first (the page hears why)
     label: str | None = None        # what it switches to, for the page's `preparing` line
+    # what plays, changed: applied in the order asked, so one asked while a free-text switch waits for the
+    # matcher waits behind it (else the free text, landing later, would undo a newer tile click)
+    in_order: bool = False
 
 
 Check = Callable[[SessionParts, Any], "Step | Answer | None"]
@@ -108,7 +111,7 @@ def switch_now(parts: SessionParts, msg) -> Step:
         raise dc.ProtocolError(f"at: {msg.at:.3f} is not within {LATE_S:g} s before and {MAX_AHEAD_S:g} s after "
                                "the studio's clock now", msg.type)
     return Step(_switch_timed if timed else _switch_now, (conditioning, parts.tempo),
-                after_matcher=free_text and not matching_ready(), label=conditioning.label())
+                after_matcher=free_text and not matching_ready(), label=conditioning.label(), in_order=True)
 
 
 def _switch_now(parts: SessionParts, msg, data: tuple[Conditioning, Tempo | None]) -> Answer:
@@ -169,7 +172,7 @@ def beat(parts: SessionParts, msg) -> Answer:
 
 @command("switch")
 def switch_at(parts: SessionParts, msg) -> Step:
-    return Step(_switch_at, conditioning_from_specs(msg.prompts, msg.mode))
+    return Step(_switch_at, conditioning_from_specs(msg.prompts, msg.mode), in_order=True)
 
 
 def _switch_at(parts: SessionParts, msg, conditioning: Conditioning) -> Answer:
@@ -183,7 +186,7 @@ def replace_schedule(parts: SessionParts, msg) -> Step:
         raise dc.ProtocolError("give exactly one of 'schedule' (JSON) or 'text'", "schedule message")
     # parsed by the worker, not here: a Parseq export evaluates frame by frame, which on the event loop would
     # freeze every session's video and signalling
-    return Step(_replace_schedule)
+    return Step(_replace_schedule, in_order=True)
 
 
 def _replace_schedule(parts: SessionParts, msg, _) -> Answer:

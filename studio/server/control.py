@@ -12,6 +12,7 @@ door gave, from whichever thread made it; `ask` awaits it instead.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -45,6 +46,8 @@ class Command:
 class SessionControl:
     def __init__(self, parts: SessionParts, outbox: Outbox):
         self.parts, self.outbox = parts, outbox
+        self._held: list[Command] = []       # switches waiting for the matcher, in the order asked
+        self._held_lock = threading.Lock()   # taken on the event loop and by the matcher's waiting thread
 
     def submit(self, msg: BaseModel, reply: Reply | None = None) -> None:
         """On the event loop: check `msg` now (UserError: refused, nothing changed), then answer it or queue its
@@ -61,9 +64,23 @@ class SessionControl:
             # free text goes through the preset matcher, whose model is still loading: frames go on in the
             # current style meanwhile, and the page hears why
             self.outbox.send(dc.Preparing(request=kind, label=checked.label or kind))
-            when_matching_ready(lambda: self.parts.worker.submit(command))
-        else:
-            self.parts.worker.submit(command)
+        with self._held_lock:
+            hold = checked.after_matcher or (checked.in_order and bool(self._held))
+            if hold:
+                self._held.append(command)
+            first = hold and len(self._held) == 1
+            if not hold:
+                self.parts.worker.submit(command)
+        if first:
+            when_matching_ready(self._release_held)
+
+    def _release_held(self) -> None:
+        """The matcher is ready: what waited goes to the worker in the order it was asked (under the lock, so a
+        switch asked meanwhile cannot overtake it)."""
+        with self._held_lock:
+            for command in self._held:
+                self.parts.worker.submit(command)
+            self._held.clear()
 
     async def ask(self, msg: BaseModel, timeout_s: float = 30.0, tell_owner: bool = False) -> Answer | None:
         """`submit`, awaiting the answer (an `Error` answer is returned, not raised; a refused check raises).
