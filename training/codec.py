@@ -90,6 +90,9 @@ class CodecSettings:
     checkpoint_every: int = 200
     max_minutes: float | None = None  # stop early (checkpoint and write) when this much wall time has passed
     seed: int = 0
+    # starting from a codec (`--from`): keep its encoder as it is, so its latent space, which a transformer
+    # trained on that codec has learnt, stays; only the decoder (and its guide) adapt to the new frames
+    freeze_encoder: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -303,16 +306,22 @@ def scale_latents_to_unit(codec: Codec, clips: torch.Tensor) -> float:
 
 
 def train_codec(data: PairedClips, out: Path, s: CodecSettings, resume: bool = False,
-                perceptual=None, device: str = "cpu", progress: bool = True) -> dict:
-    """Train encoder + decoder on the RGB frames of `data`; write CODEC_DIR; return the final figures."""
+                perceptual=None, device: str = "cpu", progress: bool = True, initial: Codec | None = None) -> dict:
+    """Train encoder + decoder on the RGB frames of `data`; write CODEC_DIR; return the final figures.
+    `initial`: a trained codec to adapt (its widths are `s`'s; `s.freeze_encoder` keeps its encoder)."""
     from tqdm import tqdm
 
     torch.manual_seed(s.seed)
     codec = Codec(s.encoder_channels, s.decoder_channels, s.guide_width, s.guide_context).to(device)
-    opt = torch.optim.AdamW(codec.parameters(), lr=s.lr, weight_decay=0.0)
+    if initial is not None:
+        codec.load_state_dict(initial.state_dict())
+    if s.freeze_encoder:
+        assert initial is not None, "only a trained encoder is worth keeping"
+        codec.encoder.requires_grad_(False)
+    opt = torch.optim.AdamW([p for p in codec.parameters() if p.requires_grad], lr=s.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(s.seed)
     ckpt = bookkeeping.latest_checkpoint(out) if resume else None
-    if ckpt is None:                  # a fresh start; clips of their own, so `gen` stays as it was
+    if ckpt is None and initial is None:  # a fresh start; clips of their own, so `gen` stays as it was
         scale_latents_to_unit(codec, data.rgb_clips(s.batch, torch.Generator().manual_seed(s.seed + 1)).to(device))
     start = 0
     log = bookkeeping.JsonlLog(out / bookkeeping.LOG_FILE, append=resume)

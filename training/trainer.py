@@ -3,7 +3,9 @@
     start        --weights DIR (official layout, ours or the official model) or from scratch (--config tiny|nano)
     codecs       from scratch: the G-buffer encoder trains jointly with the transformer; RGB latents and the
                  shipped decoder come from `train codec` (--codec DIR). A fine-tune keeps the weights' codecs:
-                 targets from their own RGB encoder when the directory has one (ours), else the Wan VAE (--vae).
+                 targets from their own RGB encoder when the directory has one (ours), else the Wan VAE (--vae);
+                 given --codec (one adapted to a game, `train codec --from WEIGHTS --freeze-encoder`), it learns
+                 that codec's latents and ships that codec's decoder.
     objective    objective.py: flow matching (or, --objective meanflow, mean flow) with teacher-forced history
                  ("flow"), then self-rollout history ("rollout") from `rollout_start` of the steps on, for
                  `rollout_prob` of the batches; up to `history_chunks` warm-up chunks fill the history first;
@@ -162,6 +164,14 @@ def _own_codec(root: Path) -> Codec | None:
     return load_codec(root)
 
 
+def _decoder_for(codec: Codec, config: FlashConfig) -> TinyDecoder:
+    if codec.decoder_channels != tuple(config.decoder_channels):
+        raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
+                            f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
+                            f"--config {config.name}", "--codec")
+    return codec.decoder_module()
+
+
 def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules:
     targets: Targets
     if s.weights is not None:
@@ -171,6 +181,11 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
             raise TrainingError(f"--config {s.config} but the weights are config {config.name!r}", "--config")
         transformer, gbuffer_encoder, decoder, bank = pipe.transformer, pipe.gbuffer_encoder, pipe.decoder, pipe.prompts
         codec = load_codec(s.codec) if s.codec else _own_codec(Path(s.weights))
+        if s.codec and codec is not None:
+            # the latents it learns are this codec's, so the decoder it ships is too: a codec adapted to a game
+            # (`train codec --from WEIGHTS --freeze-encoder`) brings its decoder and guide into the model
+            decoder = _decoder_for(codec, config)
+            config = dataclasses.replace(config, guide_width=codec.guide_width)
         if codec is not None:
             targets = CodecTargets(codec.encoder_module().to(device))
         elif s.vae:
@@ -183,19 +198,14 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         torch.manual_seed(s.seed)
         assert s.codec is not None, "check_settings asks for --codec from scratch"
         codec = load_codec(s.codec)
-        if codec.decoder_channels != tuple(config.decoder_channels):
-            raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
-                                f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
-                                f"--config {config.name}", "--codec")
+        decoder = _decoder_for(codec, config)
         transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
-        if codec.guide_width and s.refiner:
-            raise TrainingError("a guided decoder draws the picture itself: it takes no G-buffer refiner",
-                                "--refiner")
-        decoder = codec.decoder_module()
         config = dataclasses.replace(config, guide_width=codec.guide_width)
         targets = CodecTargets(codec.encoder_module().to(device))
         bank, config = scratch_prompt_bank(s, config)
         train_encoder = True
+    if config.guide_width and s.refiner:
+        raise TrainingError("a guided decoder draws the picture itself: it takes no G-buffer refiner", "--refiner")
     for module in (transformer, gbuffer_encoder):
         module.requires_grad_(True).train()
     return Modules(config, transformer, gbuffer_encoder, decoder, targets, codec, bank, train_encoder)

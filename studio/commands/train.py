@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gbuffer.size import Size
 from renderer import check_size
@@ -99,18 +100,42 @@ def codec_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="alaya-studio train codec", description="Train a TAEHV-architecture RGB "
                                 "encoder/decoder on the RGB frames of paired recordings.")
     _common(p, 2000)
-    p.add_argument("--encoder-channels", type=int, default=32, help="TAEHV encoder width (default 32)")
+    p.add_argument("--encoder-channels", type=int, help="TAEHV encoder width (default 32)")
     p.add_argument("--crop", type=int, help="train on random square crops of this side, a multiple of 8 "
                    "(default 48; 0: whole frames)")
     p.add_argument("--perceptual", help="local TorchScript perceptual distance f(x, y) on [-1, 1] images")
-    p.add_argument("--guide", type=int, default=0, metavar="WIDTH",
+    p.add_argument("--guide", type=int, metavar="WIDTH",
                    help="a guided decoder: a G-buffer guide of this width after the TAEHV stack, trained with it "
                    "(renderer/flash/guide.py; default 0: none)")
     p.add_argument("--guide-context", action="store_true",
                    help="with --guide: the guide also reads the whole frame's mean features (its global context)")
     p.add_argument("--styles", help="original,PRESET,... or all: each clip in one drawn style (the looks the "
                    "renderer will be trained on; default: the recordings' own RGB)")
+    p.add_argument("--from", dest="start_from", metavar="DIR",
+                   help="adapt this codec (a 'train codec' output, or a model's weights written by 'train') to "
+                   "these recordings instead of starting from scratch; its widths and guide are kept")
+    p.add_argument("--freeze-encoder", action="store_true",
+                   help="with --from: keep its encoder, so a model trained on that codec's latents still fits "
+                   "(docs/training.md, 'Adapting the codec to a game')")
     return p
+
+
+def _codec_to_adapt(a, config):
+    """`--from DIR`'s codec; its widths and guide become this run's, and a flag that names others is refused."""
+    from training.codec import load_codec
+
+    initial = load_codec(a.start_from)
+    if initial.decoder_channels != tuple(config.decoder_channels):
+        raise ArgumentError(f"its decoder widths {list(initial.decoder_channels)} are not config {config.name}'s "
+                            f"{list(config.decoder_channels)}", "--config")
+    for flag, given, kept in (("--encoder-channels", a.encoder_channels, initial.encoder_channels),
+                              ("--guide", a.guide, initial.guide_width),
+                              ("--guide-context", a.guide_context or None, initial.guide_context or None)):
+        if given is not None and given != kept:
+            raise ArgumentError(f"{given} differs from the codec given with --from ({kept}): its widths and guide "
+                                "are kept", flag)
+    a.encoder_channels, a.guide, a.guide_context = initial.encoder_channels, initial.guide_width, initial.guide_context
+    return initial
 
 
 def guide_parser() -> argparse.ArgumentParser:
@@ -219,6 +244,13 @@ def run_codec(a) -> int:
     width, height = check_size("flash", *Size.parse(a.size, "--size"))
     if width % 16 or height % 16:
         raise ArgumentError(f"size {a.size!r}: sides must be multiples of 16", "--size")
+    config = get_config(a.config)
+    initial = _codec_to_adapt(a, config) if a.start_from else None
+    if a.freeze_encoder and initial is None:
+        raise ArgumentError("keeps a trained encoder: give --from DIR too", "--freeze-encoder")
+    if initial is None:
+        a.encoder_channels = CodecSettings.encoder_channels if a.encoder_channels is None else a.encoder_channels
+        a.guide = a.guide or 0
     for name in ("steps", "encoder_channels", "checkpoint_every", "log_every"):
         if getattr(a, name) < 1:
             raise ArgumentError(f"must be at least 1, got {getattr(a, name)}", f"--{name.replace('_', '-')}")
@@ -228,20 +260,20 @@ def run_codec(a) -> int:
         raise ArgumentError("is a part of the guide: give --guide WIDTH too", "--guide-context")
     if a.crop is not None and (a.crop < 0 or a.crop % 8):
         raise ArgumentError(f"must be 0 or a positive multiple of 8 (the latent grid), got {a.crop}", "--crop")
-    config = get_config(a.config)
     s = CodecSettings(encoder_channels=a.encoder_channels, decoder_channels=config.decoder_channels,
                       steps=a.steps, batch=a.batch or CodecSettings.batch, lr=a.lr or CodecSettings.lr,
                       crop=CodecSettings.crop if a.crop is None else a.crop, guide_width=a.guide,
-                      guide_context=a.guide_context,
+                      guide_context=a.guide_context, freeze_encoder=a.freeze_encoder,
                       checkpoint_every=a.checkpoint_every, log_every=a.log_every, seed=a.seed,
                       max_minutes=a.max_minutes, extra={"config": config.name, "size": [width, height],
-                                                             "styles": a.styles})
+                                                             "styles": a.styles,
+                                                             "adapted_from": a.start_from and Path(a.start_from).name})
     out = check_output_dir(a.output)
     perceptual = load_perceptual(a.perceptual)
     styles = StyleTargets(parse_styles(a.styles), keep=True) if a.styles else None
     data = PairedClips.from_paths(a.recordings, width, height, s.clip_frames, styles=styles)
     final = train_codec(data, out, s, resume=a.resume, perceptual=perceptual, device=a.device or "cpu",
-                        progress=not a.no_progress)
+                        progress=not a.no_progress, initial=initial)
     print(f"codec trained {final['step']} steps (reconstruction PSNR {final.get('psnr', float('nan')):.2f} dB); "
           f"written to {a.output}", file=sys.stderr)
     return 0
