@@ -58,7 +58,7 @@ def test_one_mean_flow_step_beats_one_flow_matching_step_on_two_points():
         t, r = torch.rand(256, generator=g), torch.rand(256, generator=g)
         t, r = torch.maximum(t, r), torch.minimum(t, r)
         r = torch.where(torch.rand(256, generator=g) < 0.5, t, r)        # half plain flow (r = t), as in MeanFlow
-        loss, _, _ = mean_flow_loss(u, z, n, t, r)
+        loss, _, _, _ = mean_flow_loss(u, z, n, t, r)
         opt_mean.zero_grad(), loss.backward(), opt_mean.step()
 
     one_step, jump = FewStepSampler(num_steps=1, shift=1.0), FewStepSampler(num_steps=1, shift=1.0, mean_flow=True)
@@ -286,6 +286,8 @@ def test_train_meanflow_with_gan_resumes_and_writes_a_mean_flow_directory(record
     assert cli(common + ["--steps", "2"]) == 0
     assert "gan" in torch.load(sorted((out / "checkpoints").glob("*.pt"))[-1], weights_only=False)
     assert cli(common + ["--steps", "3", "--resume"]) == 0
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 3 and all(r["mse"] > 0 and r["mse"] != r["loss"] for r in log), log    # before weighting
     assert json.loads((out / "transformer/config.json").read_text())["flash"]["interval_embedding"] is True
     renderer = create_renderer("flash", weights=str(out), device="cpu")
     assert renderer.pipeline.sampler.mean_flow
@@ -308,7 +310,8 @@ def test_the_mean_flow_loss_is_weighted_per_sample_so_a_wild_model_cannot_run_it
     def wild(x, r_, t_):
         return w * scale * (x + t_[:, None])          # du/dt and the error both grow with the scale
 
-    loss, _, _ = mean_flow_loss(wild, z, n, t, r)
+    loss, _, _, unweighted = mean_flow_loss(wild, z, n, t, r)
     loss.backward()
     assert 0.5 < loss.item() < 1.0 and w.grad is not None and torch.isfinite(w.grad).all()
+    assert unweighted > 1e4                          # what the weight hides, reported as it is
     assert abs(w.grad.item()) < 10.0                  # unweighted, the 1e3 samples' gradient is ~1e6

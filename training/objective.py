@@ -83,13 +83,14 @@ ADAPTIVE_C = 1e-3
 
 
 def mean_flow_loss(u_fn: AverageVelocity, z: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
-                   r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """MeanFlow (Geng et al. 2025) on the coupling x_t = (1 - t) z + t n, v = n - z: the average velocity
     u(x_t, r, t) = 1/(t - r) * integral_r^t v ds obeys u = v - (t - r) du/dt, with the total derivative
     du/dt = v . du/dx + du/dt along the path (r fixed): a JVP with tangents (v, 0, 1) for (x, r, t), under
-    stop-gradient. `u_fn(x, r, t)` with t, r of shape (B,); returns (loss, u, x_t). Costs one forward plus a JVP
-    (no graph kept) on top of flow matching's forward. Each sample's squared error is weighted adaptively
-    (ADAPTIVE_POWER), so the loss is near 1 whatever its scale."""
+    stop-gradient. `u_fn(x, r, t)` with t, r of shape (B,); returns (loss, u, x_t, the unweighted squared error).
+    Costs one forward plus a JVP (no graph kept) on top of flow matching's forward. Each sample's squared error is
+    weighted adaptively (ADAPTIVE_POWER), so the loss is near 1 whatever its scale: the unweighted error is what
+    says whether the model learns (the trainer logs it as `mse`)."""
     shape = (-1,) + (1,) * (z.ndim - 1)
     x = FewStepSampler.add_noise(z, noise, t.view(shape))
     v = FewStepSampler.velocity_target(z, noise)
@@ -97,7 +98,7 @@ def mean_flow_loss(u_fn: AverageVelocity, z: torch.Tensor, noise: torch.Tensor, 
     target = v - (t - r).view(shape) * total_derivative(u_fn, x, r, t, v)
     error = (u - target).pow(2).flatten(1).mean(1)
     weight = (error.detach() + ADAPTIVE_C).pow(-ADAPTIVE_POWER)
-    return (weight * error).mean(), u, x
+    return (weight * error).mean(), u, x, float(error.detach().mean())
 
 
 def total_derivative(u_fn: AverageVelocity, x: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
@@ -125,6 +126,7 @@ class FlashTrainee(nn.Module):
         self.sampler = FewStepSampler(config.num_steps, config.timestep_shift, mean_flow=config.interval_embedding)
         self.autocast_dtype = autocast_dtype
         self.gan = [gan] if gan is not None else []          # a list: not a submodule
+        self.unweighted_mse: float | None = None             # mean flow: the last forward's error before weighting
 
     def velocity(self, noisy: torch.Tensor, sigma: torch.Tensor, gbuffer_latent: torch.Tensor,
                  prompt: torch.Tensor, history: HistoryInputs, jump_end: torch.Tensor | None = None) -> torch.Tensor:
@@ -187,7 +189,9 @@ class FlashTrainee(nn.Module):
         if self.settings.objective == "meanflow":
             t, r = (x.to(z.device) for x in self.draw_interval(b, generator))
             noise = torch.randn(z.shape, generator=generator).to(z.device)
-            loss, u, x = mean_flow_loss(lambda x_, r_, t_: self.velocity(x_, t_, g, prompt, inputs, r_), z, noise, t, r)
+            loss, u, x, mse = mean_flow_loss(lambda x_, r_, t_: self.velocity(x_, t_, g, prompt, inputs, r_),
+                                             z, noise, t, r)
+            self._chunk_mse.append(mse)
             return loss, x - (t - r).view(shape) * u, self.sampler.add_noise(z, noise, r.view(shape))
         sigma = self.draw_sigma(b, generator).to(z.device)
         noise = torch.randn(z.shape, generator=generator).to(z.device)
@@ -215,6 +219,7 @@ class FlashTrainee(nn.Module):
         history = batched_history(cfg, b, h, w, gbuffer_latent.device, torch.float32)
         n = cfg.chunk_latents
         losses, chunks = [], t_all // n
+        self._chunk_mse: list[float] = []
         for k in range(chunks):
             z, g = target[:, :, k * n:(k + 1) * n], gbuffer_latent[:, :, k * n:(k + 1) * n]
             inputs = batch_inputs(history, n)
@@ -226,6 +231,7 @@ class FlashTrainee(nn.Module):
             pushed = self.sample_chunk(g.detach(), prompt, inputs, generator) if rollout else z
             history.push(pushed.detach(), g.detach())
         loss = torch.stack(losses).mean()
+        self.unweighted_mse = sum(self._chunk_mse) / len(self._chunk_mse) if self._chunk_mse else None
         if self.gan:
             loss = loss + self.gan[0].generator_loss(landing, truth)
         return loss

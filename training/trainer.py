@@ -378,6 +378,7 @@ class Trainer:
         return "rollout" if step >= start else "flow"
 
     def train_step(self) -> tuple[float, str]:
+        """One optimiser step → (its loss, its stage); the trainee's `unweighted_mse` is that step's too."""
         s = self.s
         stage = self.stage(self.step)
         rollout = stage == "rollout" and bool(torch.rand(1, generator=self.generator) < s.rollout_prob)
@@ -430,6 +431,8 @@ class Trainer:
             bar.set_postfix(loss=f"{loss:.4f}", stage=stage.split("+")[0])
             last = {"step": self.step, "loss": loss, "stage": stage.split("+")[0], "self_rollout": "+self" in stage,
                     "lr": s.lr, "steps_per_s": round(rate, 4)}
+            if self.trainee.unweighted_mse is not None:      # mean flow: its loss is weighted to sit near 1
+                last["mse"] = self.trainee.unweighted_mse
             if self.dist.is_main and (self.step % s.log_every == 0 or self.step == s.steps):
                 self.log.write(last)
             out_of_time = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
