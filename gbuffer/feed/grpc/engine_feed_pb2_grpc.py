@@ -5,7 +5,7 @@ import warnings
 
 from gbuffer.feed.grpc import engine_feed_pb2 as gbuffer_dot_feed_dot_grpc_dot_engine__feed__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
