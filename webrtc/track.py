@@ -137,20 +137,13 @@ class FrameBuffer:
         """The consumer sent the frame it took last (event loop side, like get)."""
         self._taken = max(0, self._taken - 1)
 
-    def wait_for_room(self, timeout: float) -> bool:
-        """Block (worker thread) until a put would not wait; False if closed or timed out. A per-frame producer
-        calls it *before* rendering, so the frame it renders next is as fresh as it can be when it goes out."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.closed or len(self._items) < self.capacity, timeout) \
-                and not self.closed
-
     def wait_to_render(self, timeout: float) -> bool:
         """Block (worker thread) until a chunk started now is due: its lead (and margin) before the slot its first
         frame will have, after the frames still waiting have gone out one a period from the consumer's next take
         (now, if it is not known). Its frames then do not wait behind them, it renders from input as fresh as it
         can be, and commands that come while it waits still reach it; its later frames are ready before their
-        turn as long as the renderer keeps the stream's rate. Frames promised count as waiting. One frame:
-        wait_for_room. False if closed or timed out."""
+        turn as long as the renderer keeps the stream's rate. Frames promised count as waiting. False if closed
+        or timed out."""
         deadline = time.perf_counter() + timeout
         with self._cond:
             while not self.closed:
