@@ -21,6 +21,7 @@ from helpers.loop import LoopThread
 from helpers.watch import start_owner
 from studio.server import Settings
 from studio.server.background import BackgroundServer
+from studio.server.control import MAX_HELD
 from studio.server.planner import SessionPlanner
 
 
@@ -129,6 +130,29 @@ def test_a_switch_asked_after_free_text_that_waits_for_the_matcher_is_not_undone
             after = loop.run(owner.wait_until(
                 lambda: [m for m in owner.statuses() if m["frame"] >= tile["frame"]], 60, "a frame of the tile"))
             assert after[0]["label"] == "polar", after[0]
+            loop.run(owner.close())
+        finally:
+            loop.close()
+
+
+def test_a_flood_of_switches_while_the_matcher_loads_is_refused_past_a_bound_not_kept(cold_matcher):
+    """Switches asked while free text waits for the matcher are kept in order, so they must not pile up without
+    bound: past MAX_HELD each is refused in one line, and those kept are applied once it is ready."""
+    settings = Settings(port=0, max_sessions=1, width=96, height=64, warm_text_matching=False)
+    with BackgroundServer(settings) as studio:
+        loop = LoopThread()
+        try:
+            owner = loop.run(start_owner(studio.url, source="demo", size="96x64"))
+            mark = len(owner.messages)
+            for i in range(MAX_HELD + 3):
+                loop.run(owner.send({"type": "prompt", "text": f"a lighthouse number {i} in fog", "transition": 0}))
+            def answers(kind: str) -> list[dict]:
+                return [m for m in owner.messages[mark:] if m.get("type") == kind]
+            loop.run(owner.wait_until(lambda: len(answers("ack")) == MAX_HELD, 300, "the kept switches' acks"))
+            refused = answers("error")
+            assert len(refused) == 3 and all(f"{MAX_HELD} switches already wait" in m["message"] and
+                                              "\n" not in m["message"] and m["request"] == "prompt"
+                                              for m in refused), refused
             loop.run(owner.close())
         finally:
             loop.close()

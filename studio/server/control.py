@@ -25,6 +25,7 @@ from webrtc import protocol as dc
 
 Answer = dc.ServerMessage
 DRIVING = frozenset({"key", "input"})     # sent many times a second and answered only when refused
+MAX_HELD = 32       # switches a session may have waiting for the matcher's first load: a flood is refused, not kept
 Reply = Callable[[Answer], None]
 
 
@@ -60,6 +61,9 @@ class SessionControl:
                 reply(checked)
             return
         command = Command(self.parts, self.outbox, msg, checked, reply)
+        if (checked.after_matcher or checked.in_order) and len(self._held) >= MAX_HELD:
+            raise dc.ProtocolError(f"{MAX_HELD} switches already wait for the text-matching model, which is still "
+                                   "loading; send this one when it is ready", kind)
         if checked.after_matcher:
             # free text goes through the preset matcher, whose model is still loading: frames go on in the
             # current style meanwhile, and the page hears why
