@@ -164,12 +164,11 @@ def _own_codec(root: Path) -> Codec | None:
     return load_codec(root)
 
 
-def _decoder_for(codec: Codec, config: FlashConfig) -> TinyDecoder:
+def _check_decoder_widths(codec: Codec, config: FlashConfig) -> None:
     if codec.decoder_channels != tuple(config.decoder_channels):
         raise TrainingError(f"codec decoder widths {list(codec.decoder_channels)} differ from config "
                             f"{config.name}'s {list(config.decoder_channels)}: train the codec with "
                             f"--config {config.name}", "--codec")
-    return codec.decoder_module()
 
 
 def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules:
@@ -184,7 +183,8 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         if s.codec and codec is not None:
             # the latents it learns are this codec's, so the decoder it ships is too: a codec adapted to a game
             # (`train codec --from WEIGHTS --freeze-encoder`) brings its decoder and guide into the model
-            decoder = _decoder_for(codec, config)
+            _check_decoder_widths(codec, config)
+            decoder = codec.decoder_module()
             config = dataclasses.replace(config, guide_width=codec.guide_width)
         if codec is not None:
             targets = CodecTargets(codec.encoder_module().to(device))
@@ -198,8 +198,11 @@ def build_modules(s: TrainSettings, config: FlashConfig, device: str) -> Modules
         torch.manual_seed(s.seed)
         assert s.codec is not None, "check_settings asks for --codec from scratch"
         codec = load_codec(s.codec)
-        decoder = _decoder_for(codec, config)
+        _check_decoder_widths(codec, config)
+        # the transformer is initialised first, from the seed: building the decoder (a TinyDecoder draws initial
+        # weights before the codec's are copied in) before it would change every model a seed gives
         transformer, gbuffer_encoder = FlashTransformer(config), GBufferEncoder.for_config(config)
+        decoder = codec.decoder_module()
         config = dataclasses.replace(config, guide_width=codec.guide_width)
         targets = CodecTargets(codec.encoder_module().to(device))
         bank, config = scratch_prompt_bank(s, config)
