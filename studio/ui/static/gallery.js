@@ -4,8 +4,8 @@ import { api, authorized } from "./api.js";
 
 const UNSTYLED = "original";     // what free text that matches no style renders as (prompt_presets.matching)
 const CLEAR_MATCH = 50;         // a top share (in whole per cent, as shown) under this is a mix, not a match
-const PENDING = "pending";
-const BOX_AWAIT_MS = 10000;     // how long the box keeps what it sent against other frames, before it has played      // the box's text was sent; what it names is being looked up
+const PENDING = "pending";      // the box's text was sent; what it names is being looked up
+const BOX_AWAIT_MS = 10000;     // how long the box keeps what it sent against other frames, before it has played
 const TEXT = "text:";           // a blend picker's value for free text (preset names have no colon)
 
 // One prompt of a frame's status (or the box's text, resolved) as a comparable key.
