@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -12,7 +13,9 @@ from renderer import create_renderer
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
 from training.eval_frames import open_held_out
-from training.guide_fit import GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only
+from renderer.flash.guide import CONTEXT_KEY
+from training.guide_fit import (GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only,
+                                window_starts)
 
 W, H = 64, 48
 
@@ -63,10 +66,44 @@ def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys
     assert create_renderer("flash", weights=str(weights), device="cpu").pipeline.decoder.guide is not None
 
 
+def test_windows_spread_over_the_drive_and_never_run_past_it():
+    assert window_starts(1160, 200, 16)[0] == 0 and window_starts(1160, 200, 16)[-1] == 960
+    starts = window_starts(1160, 200, 16)
+    covered = set().union(*(range(s, s + 200) for s in starts))
+    assert covered == set(range(1160)) and starts == sorted(starts)
+    assert window_starts(100, 0, 3) == [0, 0, 0] and window_starts(100, 150, 3) == [0, 0, 0]
+    assert window_starts(100, 10, 1) == [0]
+
+
+def test_each_style_streams_its_own_window_of_the_drive(guided):
+    rec, weights = guided
+    renderer = create_renderer("flash", weights=str(weights), device="cpu", unknown_prompt="presets")
+    whole = open_held_out(rec, None, None)
+    frames = model_frames(renderer, [whole], ["original", "polar"], 2, create_renderer("reference"), window=6)
+    assert len(frames) == 2 * 3                                        # 6 frames a style, every 2nd kept
+    kept = [next(i for i in range(len(whole)) if torch.equal(whole.recording.gbuffer[i], g)) for g in frames.gbuffer]
+    assert sorted(kept) == [0, 2, 4, 10, 12, 14], kept                 # the first window and the last, one each
+
+
+def test_train_guide_can_give_the_guide_its_context(guided, tmp_path):
+    rec, weights = guided
+    copy = tmp_path / "m"
+    shutil.copytree(weights, copy)
+    assert CONTEXT_KEY not in load_file(copy / TINY_DECODER)
+    assert cli("train", "guide", copy, "--minutes", 0.05, "--styles", "polar", "--window", 8, "--context",
+               "--no-progress") == 0
+    after = load_file(copy / TINY_DECODER)
+    assert CONTEXT_KEY in after and after["guide.ctx.2.weight"].abs().sum() > 0    # fitted, not left at zero
+    report = json.loads((copy / GUIDE_FIT_JSON).read_text())
+    assert report["settings"]["context"] and report["settings"]["window"] == 8 and report["frames"] == 3   # 0, 3, 6
+    guide = create_renderer("flash", weights=str(copy), device="cpu").pipeline.decoder.guide
+    assert guide.context
+
+
 def test_bad_guide_requests_get_one_line(guided, tmp_path, capsys):
     rec, weights = guided
     for args, says in [(("--minutes", 0), "--minutes"), (("--every", 0), "--every"),
-                       (("--styles", "nosuch"), "nosuch")]:
+                       (("--styles", "nosuch"), "nosuch"), (("--window", -1), "--window")]:
         assert cli("train", "guide", weights, *args, "--no-progress") == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and says in err[0], err

@@ -27,10 +27,8 @@ the three rows eval_regions.py does not make itself as its `extra` takes them ({
 from __future__ import annotations
 
 import copy
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
@@ -38,6 +36,7 @@ import torch
 
 from prompt_presets.conditioning import Conditioning
 from prompt_presets.resolve import conditioning_for, resolve_prompt
+from training.bookkeeping import read_settings
 from training.conv_baseline import CONV_FRAMES, ConvFrames, fit_conv
 from training.data import load_recording
 from training.eval_prompt_control import StyleAccuracy
@@ -101,13 +100,7 @@ def without_transformer(pipe, refiner=None):
 
 def refiner_settings(weights: str) -> RefinerSettings:
     """The model's own refiner recipe from train_settings.json (the defaults where it names none)."""
-    from training.trainer import SETTINGS_FILE
-
-    try:
-        s = json.loads((Path(weights) / SETTINGS_FILE).read_text())
-    except (OSError, ValueError):
-        s = {}
-    s = s if isinstance(s, dict) else {}
+    s = read_settings(weights)
     d = RefinerSettings()
     pick = lambda key, default: s[key] if isinstance(s.get(key), int) and s[key] >= 1 else default  # noqa: E731
     return RefinerSettings(windows=pick("refiner_windows", d.windows), window_frames=pick("refiner_frames",

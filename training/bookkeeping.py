@@ -20,10 +20,21 @@ from PIL import Image, ImageDraw
 from gbuffer.formats.common import atomic_path
 from training.errors import TrainingError
 
+SETTINGS_FILE = "train_settings.json"   # what `alaya-studio train` was asked, beside the weights it wrote
 LOG_FILE = "train_log.jsonl"
 LOSS_PNG = "loss.png"
 CHECKPOINTS = "checkpoints"
 _CHECKPOINT = re.compile(r"step-(\d+)\.pt")
+
+
+def read_settings(weights: str | Path) -> dict:
+    """WEIGHTS_DIR/train_settings.json, or {} where there is none or it does not parse (weights from elsewhere, or
+    written before it existed): readers fall back to their defaults, key by key."""
+    try:
+        settings = json.loads((Path(weights) / SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def check_output_dir(path: str | Path) -> Path:

@@ -50,6 +50,13 @@ class HeldOutRecording:
         """One per frame, of its G-buffer bytes: recordings sharing a frame share its digest."""
         return {hashlib.sha256(g.numpy().tobytes()).hexdigest() for g in self.recording.gbuffer}
 
+    def part(self, start: int, frames: int) -> "HeldOutRecording":
+        """Frames start .. start + frames, renumbered from 0: a stream over it, its G-buffer frames and its style
+        targets all index the part (animated looks are drawn at the part's own times, as a stream of it is)."""
+        r = self.recording
+        cut = slice(start, start + frames)
+        return HeldOutRecording(self.path, Recording(r.name, r.gbuffer[cut], r.rgb[cut], r.prompt), self.fps)
+
     def looped(self, frames: int) -> "HeldOutRecording":
         """`frames` frames played forward, backward, forward...: a longer rollout over the same world without
         a jump in the geometry (the eight-worlds rollout needs 637)."""

@@ -4,12 +4,12 @@ on. Shared by the evaluation (training/eval_run.py) and its ablations (training/
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from prompt_presets.presets import find_preset
+from training.bookkeeping import SETTINGS_FILE, read_settings
 from training.data import DEFAULT_PROMPT, prompt_for
 from training.errors import TrainingError
 from training.style_targets import ORIGINAL
@@ -84,19 +84,12 @@ def render_stream(renderer, source, schedule, seed: int, limit: int | None = Non
 
 def named_training_recordings(weights: str) -> list[str]:
     """The recordings `alaya-studio train` names in WEIGHTS_DIR/train_settings.json ([] when none are named)."""
-    from training.trainer import SETTINGS_FILE
-
-    try:
-        names = json.loads((Path(weights) / SETTINGS_FILE).read_text()).get("recordings")
-    except (OSError, ValueError, AttributeError):
-        names = None
+    names = read_settings(weights).get("recordings")
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
 def training_recordings(weights: str) -> list[str]:
     """The per-pixel baseline's default fit: the model's own training recordings."""
-    from training.trainer import SETTINGS_FILE
-
     names = named_training_recordings(weights)
     if not names:
         raise TrainingError("the weights do not name their training recordings (no 'recordings' in "

@@ -6,14 +6,20 @@ are blurrier, off in colour and off in style, and whole frames, where a shadow's
 never saw either. This stage streams the model over its training recordings exactly as a live session does (the
 guide off, so what comes out is the stack's frame), once per style with a noise seed of its own, keeps every
 `every`-th frame with its G-buffer frame and its style target, and fits the guide on those whole frames by Adam for
-a wall-clock budget, starting from the codec's guide. The transformer, the decoder stack and the codec stay as
-they were; only the guide's weights change, written back into the weights' decoder file (an interrupted run
-leaves the old file), and `guide_fit.json` beside it says what was done.
+a wall-clock budget, starting from the codec's guide. With `window`, each style streams only that many consecutive
+frames of a recording, the styles' windows spread evenly over the drive: long drives in many styles otherwise cost
+more streaming than fitting (two 1160-frame drives in 16 styles: 11 of the guide stage's 26 minutes), while the
+windows together still cover the whole drive. With `context`, a guide without its global context
+(renderer/flash/guide.py) is given one here, zero-initialised so that it starts as the guide it was. The
+transformer, the decoder stack and the codec stay as they were; only the guide's weights change, written back into
+the weights' decoder file (an interrupted run leaves the old file), and `guide_fit.json` beside it says what was
+done.
 
 It is the model's own stage, not a lookup: no prompt reaches it, and the style reaches the picture only through
 the transformer's latent (the stack's frame). Measured in BENCHMARKS.md ("The guided nano, its guide refitted").
 
-    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3]
+    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3] [--window N]
+                             [--context]
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from gbuffer.formats.common import atomic_path
-from renderer.flash.guide import GBufferGuide
+from renderer.flash.guide import GUIDE_KEY, GBufferGuide
 from renderer.flash.weights import TINY_DECODER
 from training.ablations import streamed_frames, with_pipeline
 from training.errors import TrainingError
@@ -51,6 +57,8 @@ class GuideFitSettings:
     lr: float = 1e-3
     l1_weight: float = 0.1      # beside MSE (what PSNR scores): keeps small errors from being ignored
     seed: int = 0
+    window: int = 0             # frames each style streams of a recording; 0: all of them
+    context: bool = False       # give a guide without its global context one (zero-initialised)
 
 
 @dataclass
@@ -79,15 +87,32 @@ def stack_only(renderer):
     return with_pipeline(renderer, pipe)
 
 
+def window_starts(frames: int, window: int, streams: int) -> list[int]:
+    """Where each of `streams` windows of `window` frames starts in a recording of `frames`: spread evenly from the
+    first frame to the last window's, so that together they cover the drive when streams x window >= frames (a
+    window never wraps: that would jump the geometry mid-stream). No window, or one as long as the drive: 0 each."""
+    if window <= 0 or window >= frames:
+        return [0] * streams
+    room = frames - window
+    return [round(i * room / (streams - 1)) if streams > 1 else 0 for i in range(streams)]
+
+
 def model_frames(renderer, recordings: list[HeldOutRecording], styles: list[str], every: int, reference,
-                 seed: int = 0, on_stream: Callable[[str, str], None] | None = None) -> GuideFrames:
-    """The stack's frames of `renderer` (a guided flash renderer) streamed over each recording once per style, as
-    a live session renders them, every `every`-th frame kept with its G-buffer frame and its style target."""
+                 seed: int = 0, on_stream: Callable[[str, str], None] | None = None, window: int = 0) -> GuideFrames:
+    """The stack's frames of `renderer` (a guided flash renderer) streamed over each recording once per style (each
+    style over its own `window` of frames when one is given), as a live session renders them, every `every`-th
+    frame kept with its G-buffer frame and its style target."""
     stacks, gbuffers, targets = [], [], []
     stacked = stack_only(renderer)
-    for k, rec in enumerate(recordings):
-        gbuffer = rec.recording.gbuffer
+    for k, whole in enumerate(recordings):
+        # each recording deals its windows to the styles in an order of its own, so that no part of the drive
+        # stands for one style in every recording (the guide could read the look off the geometry)
+        starts = window_starts(len(whole), window, len(styles))
+        order = np.random.default_rng(seed * 131 + k).permutation(len(styles))
         for i, style in enumerate(styles):
+            start = starts[order[i]]
+            rec = whole.part(start, window) if window > 0 else whole
+            gbuffer = rec.recording.gbuffer
             target = style_frames(rec.recording, style, renderer=reference)
             for index, rgb in streamed_frames(stacked, rec, Task(style, style, style), seed * 10007 + k * 101 + i):
                 if index % every == 0:
@@ -136,14 +161,26 @@ def fit_guide(guide: GBufferGuide, frames: GuideFrames, s: GuideFitSettings,
             "mse_after": round(probe_mse(), 6)}
 
 
+def with_context(guide: GBufferGuide) -> GBufferGuide:
+    """`guide` given its global context: the same weights, and a context that starts at zero (the same output)."""
+    if guide.context:
+        return guide
+    grown = GBufferGuide(guide.width, context=True).to(next(guide.parameters()).dtype)
+    missing, unexpected = grown.load_state_dict(guide.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("ctx.") for k in missing), (missing, unexpected)
+    return grown
+
+
 def write_guide(weights: Path, guide: GBufferGuide) -> None:
-    """The guide's weights in place of the old ones in the weights' decoder file, every other tensor as it was."""
+    """The guide's weights in place of the old ones in the weights' decoder file, every other tensor as it was (a
+    context given by the refit is added beside them)."""
     path = weights / TINY_DECODER
     tensors = load_file(path)
+    dtype = tensors[GUIDE_KEY].dtype if GUIDE_KEY in tensors else torch.float32
     for name, value in guide.state_dict().items():
-        if PREFIX + name not in tensors:
+        if PREFIX + name not in tensors and not name.startswith("ctx."):
             raise TrainingError(f"the decoder file has no {PREFIX + name} to replace", str(path))
-        tensors[PREFIX + name] = value.detach().to(tensors[PREFIX + name].dtype).contiguous()
+        tensors[PREFIX + name] = value.detach().to(dtype).contiguous()
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp))
 
@@ -157,10 +194,12 @@ def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], sty
     torch.manual_seed(s.seed)
     started = time.monotonic()
     frames = model_frames(renderer, recordings, styles, s.every, reference, s.seed,
-                          on_stream=lambda rec, style: say(f"streamed {rec} as {style}"))
+                          on_stream=lambda rec, style: say(f"streamed {rec} as {style}"), window=s.window)
     collected = round(time.monotonic() - started, 1)
     say(f"{len(frames)} frames in {collected} s; fitting the guide for {s.minutes:g} min")
     guide = copy.deepcopy(decoder.guide).float()
+    if s.context:
+        guide = with_context(guide)
     fit = fit_guide(guide, frames, s, log=lambda r: say(f"step {r['step']}: loss {r['loss']:.5f}"))
     write_guide(weights, guide)
     report = {"settings": asdict(s), "recordings": [r.path.name for r in recordings], "styles": styles,

@@ -53,7 +53,7 @@ from training.style_targets import style_frames
 from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
-SETTINGS_FILE = "train_settings.json"
+SETTINGS_FILE = bookkeeping.SETTINGS_FILE
 LORA_DIR = "lora_adapter"
 DEFAULT_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
 

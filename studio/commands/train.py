@@ -2,7 +2,7 @@
 `alaya-studio train guide`: refit a guided model's G-buffer guide on the model's own frames.
 
     alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
-    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all]
+    alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--window N] [--context]
     alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
                        -o OUT_DIR [--resume] [--styles original,PRESET,...|all] [--lora-rank R] ...
 
@@ -148,6 +148,11 @@ def guide_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=G.minutes, help=f"fitting budget (default {G.minutes:g})")
     p.add_argument("--styles", help="original,PRESET,... or all (default: the styles the model was trained on)")
     p.add_argument("--every", type=int, default=G.every, help=f"keep every Nth frame (default {G.every})")
+    p.add_argument("--window", type=int, default=G.window, metavar="FRAMES",
+                   help="each style streams only this many consecutive frames of a recording, the styles' windows "
+                   "spread over the drive (default: the whole recording in every style)")
+    p.add_argument("--context", action="store_true",
+                   help="give a guide without its global context one (zero at first), fitted with the rest")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="CPU threads for torch")
     p.add_argument("--no-progress", action="store_true", help="no per-stream and per-100-step lines")
@@ -155,31 +160,28 @@ def guide_parser() -> argparse.ArgumentParser:
 
 
 def run_guide(a) -> int:
-    import json
     from pathlib import Path
 
     from renderer import create_renderer
+    from training.bookkeeping import read_settings
     from training.eval_frames import open_held_out
     from training.eval_tasks import training_recordings
     from training.guide_fit import GuideFitSettings, refit_guide
     from training.styles import parse_styles
-    from training.trainer import SETTINGS_FILE
 
     _threads(a)
     if not a.minutes > 0:
         raise ArgumentError(f"must be above 0, got {a.minutes:g}", "--minutes")
     if a.every < 1:
         raise ArgumentError(f"must be at least 1, got {a.every}", "--every")
+    if a.window < 0:
+        raise ArgumentError(f"must be 0 (the whole recording) or a number of frames, got {a.window}", "--window")
     weights = Path(a.weights)
-    try:
-        trained = json.loads((weights / SETTINGS_FILE).read_text())
-    except (OSError, ValueError):
-        trained = {}
-    styles = list(parse_styles(a.styles or (trained.get("styles") if isinstance(trained, dict) else None) or "all"))
+    styles = list(parse_styles(a.styles or read_settings(weights).get("styles") or "all"))
     renderer = create_renderer("flash", weights=str(weights), device="cpu", unknown_prompt="presets")
     recordings = [open_held_out(p, None, None) for p in (a.recordings or training_recordings(str(weights)))]
     say = (lambda line: None) if a.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
-    s = GuideFitSettings(minutes=a.minutes, every=a.every, seed=a.seed)
+    s = GuideFitSettings(minutes=a.minutes, every=a.every, seed=a.seed, window=a.window, context=a.context)
     report = refit_guide(renderer, weights, recordings, styles, s, create_renderer("reference"), say)
     print(f"guide refitted: {report['steps']} steps on {report['frames']} frames, probe MSE "
           f"{report['mse_before']:.5f} -> {report['mse_after']:.5f}; written to {a.weights}", file=sys.stderr)
