@@ -75,10 +75,8 @@ def open_held_out(path: str | Path, size: tuple[int, int] | None, frames: int | 
             raise TrainingError("has no RGB stream to score against (record it with --rgb)", str(path))
         w, h = size or (source.width, source.height)
         fps = source.fps
-    rec = load_recording(path, w, h, "original")
-    if frames is not None:
-        rec = Recording(rec.name, rec.gbuffer[:frames], rec.rgb[:frames], rec.prompt)
-    return HeldOutRecording(path, rec, fps)
+    whole = HeldOutRecording(path, load_recording(path, w, h, "original"), fps)
+    return whole if frames is None else whole.part(0, frames)
 
 
 class FrameSequence(RecordedSource):

@@ -53,7 +53,6 @@ from training.style_targets import style_frames
 from training.styles import StyleTargets, parse_styles
 from training.targets import CodecTargets, LatentCache, Targets, wan_vae_targets
 
-SETTINGS_FILE = bookkeeping.SETTINGS_FILE
 LORA_DIR = "lora_adapter"
 DEFAULT_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
 
@@ -421,7 +420,7 @@ class Trainer:
             # baseline is fitted on the same frames)
             named = {**self.s.to_json(), "recordings": self.recordings + self.refiner_recordings,
                      "transformer_recordings": self.recordings}
-            (self.out / SETTINGS_FILE).write_text(json.dumps(named, indent=2))
+            (self.out / bookkeeping.SETTINGS_FILE).write_text(json.dumps(named, indent=2))
         bar = tqdm(total=s.steps, initial=self.step, desc="train", unit="step", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         t0, done, last = time.perf_counter(), 0, {}
