@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from renderer import create_renderer
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
+from training.codec import load_codec
 from training.eval_frames import open_held_out
 from renderer.flash.guide import CONTEXT_KEY
 from training.guide_fit import (GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only,
@@ -98,6 +99,8 @@ def test_train_guide_can_give_the_guide_its_context(guided, tmp_path):
     assert report["settings"]["context"] and report["settings"]["window"] == 8 and report["frames"] == 3   # 0, 3, 6
     guide = create_renderer("flash", weights=str(copy), device="cpu").pipeline.decoder.guide
     assert guide.context
+    # `eval --baselines` loads the codec from the same directory: its codec.json must say what the file holds
+    assert load_codec(copy).guide_context
 
 
 def test_bad_guide_requests_get_one_line(guided, tmp_path, capsys):

@@ -40,6 +40,7 @@ from gbuffer.formats.common import atomic_path
 from renderer.flash.guide import GUIDE_KEY, GBufferGuide
 from renderer.flash.weights import TINY_DECODER
 from training.ablations import streamed_frames, with_pipeline
+from training.codec import CODEC_JSON
 from training.errors import TrainingError
 from training.eval_frames import HeldOutRecording
 from training.eval_tasks import Task
@@ -173,7 +174,7 @@ def with_context(guide: GBufferGuide) -> GBufferGuide:
 
 def write_guide(weights: Path, guide: GBufferGuide) -> None:
     """The guide's weights in place of the old ones in the weights' decoder file, every other tensor as it was (a
-    context given by the refit is added beside them)."""
+    context given by the refit is added beside them, and codec.json says so)."""
     path = weights / TINY_DECODER
     tensors = load_file(path)
     dtype = tensors[GUIDE_KEY].dtype if GUIDE_KEY in tensors else torch.float32
@@ -183,6 +184,13 @@ def write_guide(weights: Path, guide: GBufferGuide) -> None:
         tensors[PREFIX + name] = value.detach().to(dtype).contiguous()
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp))
+    meta_path = weights / CODEC_JSON
+    if guide.context and meta_path.is_file():
+        # The codec's record must say what the file now holds, or `eval --baselines` cannot load it
+        meta = json.loads(meta_path.read_text())
+        meta["guide_context"] = True
+        with atomic_path(meta_path) as tmp:
+            tmp.write_text(json.dumps(meta, indent=2))
 
 
 def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], styles: list[str],
