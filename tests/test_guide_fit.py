@@ -10,11 +10,11 @@ import torch
 from safetensors.torch import load_file
 
 from renderer import create_renderer
+from renderer.flash.guide import CONTEXT_KEY
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
 from training.codec import load_codec
 from training.eval_frames import open_held_out
-from renderer.flash.guide import CONTEXT_KEY
 from training.guide_fit import (GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only,
                                 window_starts)
 
@@ -68,8 +68,8 @@ def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys
 
 
 def test_windows_spread_over_the_drive_and_never_run_past_it():
-    assert window_starts(1160, 200, 16)[0] == 0 and window_starts(1160, 200, 16)[-1] == 960
     starts = window_starts(1160, 200, 16)
+    assert starts[0] == 0 and starts[-1] == 960
     covered = set().union(*(range(s, s + 200) for s in starts))
     assert covered == set(range(1160)) and starts == sorted(starts)
     assert window_starts(100, 0, 3) == [0, 0, 0] and window_starts(100, 150, 3) == [0, 0, 0]
