@@ -20,7 +20,8 @@ from renderer.flash.pipeline import FlashPipeline
 from renderer.flash.refiner import GBufferRefiner
 from studio.cli import main
 from studio.commands.eval import markdown_table
-from training.ablations import region_rows, row_frames, streamed_frames, without_transformer
+from training.ablations import region_rows, row_frames
+from training.model_variants import streamed_frames, without_transformer
 from training.baselines import PerPixelMap
 from training.conv_baseline import RECEPTIVE_FIELD, ConvBaseline, ConvFrames, box_mean, receptive_field
 from training.data import load_recording
@@ -232,8 +233,9 @@ def test_no_transformer_runs_without_the_transformer_and_is_fitted_on_its_own_in
     assert ablation > result["baselines"]["per_pixel_by_prompt"][task.key]["psnr"] - 1.0
 
 
-def test_conv_minutes_must_be_positive_in_one_line(refined, worlds, capsys):
-    for bad in ("0", "-1", "nan"):
-        assert cli("eval", refined, worlds["held"], "--baselines", "--conv-minutes", bad) == 2
-        err = capsys.readouterr().err.strip()
-        assert "--conv-minutes" in err and "\n" not in err, (bad, err)
+def test_fitting_minutes_must_be_positive_in_one_line(refined, worlds, capsys):
+    for flag in ("--conv-minutes", "--ablation-guide-minutes"):
+        for bad in ("0", "-1", "nan"):
+            assert cli("eval", refined, worlds["held"], "--baselines", flag, bad) == 2
+            err = capsys.readouterr().err.strip()
+            assert flag in err and "\n" not in err, (bad, err)

@@ -13,10 +13,12 @@ from renderer import create_renderer
 from renderer.flash.guide import CONTEXT_KEY
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
-from training.codec import load_codec
+from training.codec import CODEC_JSON, load_codec
+from training.errors import TrainingError
 from training.eval_frames import open_held_out
-from training.guide_fit import (GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, stack_only,
-                                window_starts)
+from training.eval_run import EvalOptions, Evaluation
+from training.guide_fit import GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, window_starts
+from training.model_variants import stack_only
 
 W, H = 64, 48
 
@@ -100,7 +102,45 @@ def test_train_guide_can_give_the_guide_its_context(guided, tmp_path):
     guide = create_renderer("flash", weights=str(copy), device="cpu").pipeline.decoder.guide
     assert guide.context
     # `eval --baselines` loads the codec from the same directory: its codec.json must say what the file holds
+    assert json.loads((copy / CODEC_JSON).read_text())["guide_context"] is True
+    # and a folder whose codec.json predates that (false over a file with the context) loads as its file says
+    meta = json.loads((copy / CODEC_JSON).read_text())
+    (copy / CODEC_JSON).write_text(json.dumps({**meta, "guide_context": False}))
     assert load_codec(copy).guide_context
+
+
+def test_no_transformer_refits_the_guide_on_the_zero_latents_frames_as_the_model_refitted_its_own(guided,
+                                                                                                tmp_path):
+    rec, weights = guided
+    model = tmp_path / "m"
+    shutil.copytree(weights, model)
+    (model / GUIDE_FIT_JSON).unlink(missing_ok=True)          # as `train` left it: the codec's guide
+    held = tmp_path / "held.gbuf.zip"
+    assert cli("record", "--frames", 8, "--size", f"{W}x{H}", "--seed", 5, "--rgb", "--fps", 10, "-o", held) == 0
+    options = lambda **kw: EvalOptions(weights=str(model), recordings=[str(held)], styles=["original", "polar"],  # noqa: E731
+                                       baselines=True, conv_minutes=0.01, paraphrases=False, eight_worlds=False, **kw)
+    guide_of = lambda renderer: renderer.pipeline.decoder.guide.state_dict()                          # noqa: E731
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)                                       # noqa: E731
+
+    # never refitted: the ablation keeps the codec's guide, as the model does
+    ev = Evaluation(options())
+    assert "never refitted" in ev.ablations.no_transformer_fit["guide"]
+    assert same(guide_of(ev.ablations.no_transformer), guide_of(ev.renderer))
+
+    # refitted on the transformer's frames: the ablation's is refitted the same way on the zero latent's
+    assert cli("train", "guide", model, "--minutes", 0.05, "--styles", "polar", "--every", 2, "--no-progress") == 0
+    written = (model / TINY_DECODER).read_bytes()
+    ev = Evaluation(options(ablation_guide_minutes=0.1))
+    fit = ev.ablations.no_transformer_fit["guide"]
+    assert fit["styles"] == ["polar"] and fit["settings"]["every"] == 2 and fit["settings"]["minutes"] == 0.1
+    assert fit["frames"] == 8 and fit["steps"] > 0 and fit["mse_after"] < fit["mse_before"], fit
+    assert not same(guide_of(ev.ablations.no_transformer), guide_of(ev.renderer))
+    assert same(guide_of(ev.renderer), guide_of(create_renderer("flash", weights=str(model), device="cpu")))
+    assert (model / TINY_DECODER).read_bytes() == written                  # eval writes nothing into the model
+
+    (model / GUIDE_FIT_JSON).write_text('{"settings": 3}')
+    with pytest.raises(TrainingError, match="not a guide refit's record"):
+        Evaluation(options())
 
 
 def test_bad_guide_requests_get_one_line(guided, tmp_path, capsys):

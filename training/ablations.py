@@ -12,8 +12,10 @@
                                refiner settings from train_settings.json) on the per-pixel baseline's recordings,
                                one look per task of this eval. It is a refiner that never had a transformer to lean
                                on, not the model with an input taken away; deterministic, so one noise seed. A
-                               guided decoder keeps its guide (which sees the G-buffer and the zero latent's frame)
-                               and the refiner is fitted after it
+                               guided decoder's guide is first refitted on the zero latent's frames as `train guide`
+                               refitted the model's on its transformer's (training/guide_fit.py: the settings and
+                               styles of guide_fit.json, the same minutes unless --ablation-guide-minutes), and the
+                               refiner is fitted after it
     baselines.conv             training/conv_baseline.py, fitted within --conv-minutes on the same recordings
     transformer_contribution   overall minus no_transformer (PSNR dB, SSIM), overall and per task key
 
@@ -26,26 +28,25 @@ the three rows eval_regions.py does not make itself as its `extra` takes them ({
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import time
-from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 import torch
 
-from prompt_presets.conditioning import Conditioning
-from prompt_presets.resolve import conditioning_for, resolve_prompt
+from prompt_presets.resolve import resolve_prompt
 from training.bookkeeping import read_settings
 from training.conv_baseline import CONV_FRAMES, ConvFrames, fit_conv
-from training.data import load_recording
+from training.eval_frames import HeldOutRecording, open_held_out
 from training.eval_prompt_control import StyleAccuracy
-from training.metrics import StreamMetrics
-from training.refiner_fit import Look, RefinerSettings, fit_refiner
-from training.style_targets import ORIGINAL, style_frames
-
-from training.eval_frames import HeldOutRecording
 from training.eval_tasks import BLOCK, EvalOptions, Task
+from training.guide_fit import read_guide_fit, zero_latent_guide
+from training.metrics import StreamMetrics
+from training.model_variants import decoder_only, streamed_frames, with_guide, with_pipeline, without_transformer
+from training.refiner_fit import Look, RefinerSettings, fit_refiner
+from training.style_targets import style_frames
 
 if TYPE_CHECKING:
     from renderer.base import Renderer
@@ -68,35 +69,7 @@ class Evaluation(Protocol):
 RowFrames = Callable[[Evaluation, HeldOutRecording, Task, int], Iterator[tuple[int, np.ndarray]]]
 
 
-# ---- the models without a part ----------------------------------------------------------------------------
-
-def decoder_only(renderer) -> Renderer | None:
-    """A flash renderer whose sessions stop at the decoder (None where there is no refiner to take away)."""
-    pipe = getattr(renderer, "pipeline", None)
-    if pipe is None or pipe.refiner is None:
-        return None
-    without_refiner = copy.copy(pipe)
-    without_refiner.refiner = None
-    return with_pipeline(renderer, without_refiner)
-
-
-def with_pipeline(renderer, pipe) -> Renderer:
-    """A copy of a flash renderer whose sessions run `pipe` (the renderer itself is left as it was)."""
-    out = copy.copy(renderer)
-    out.pipeline = pipe
-    return out
-
-
-def without_transformer(pipe, refiner=None):
-    """`pipe` with every chunk's denoised latent a zero latent (no transformer runs) and `refiner` after the
-    decoder (None: the decoder's frames)."""
-    out = copy.copy(pipe)
-    out.refiner = refiner
-    out.shared_steps = False
-    out.denoise = lambda noise, *args, **kwargs: torch.zeros(noise.shape, device=pipe.device)
-    out.history_tokens_ahead = lambda history: None
-    return out
-
+# ---- the no_transformer refit ----------------------------------------------------------------------------
 
 def refiner_settings(weights: str) -> RefinerSettings:
     """The model's own refiner recipe from train_settings.json (the defaults where it names none)."""
@@ -124,26 +97,6 @@ def task_looks(tasks: list[Task], recordings: list, reference) -> list[Look]:
 
 
 # ---- each row's frames (the hook) -------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class OnePrompt:
-    """The task's prompt at every frame. A rollout reads nothing of its timeline but `conditioning_at`, and this
-    one answers as a single-prompt schedule does (Schedule.single(p).conditioning_at(i) == conditioning_for(p)),
-    so training needs no schedule class for it."""
-
-    conditioning: Conditioning
-
-    def conditioning_at(self, frame: int) -> Conditioning:
-        return self.conditioning
-
-
-def streamed_frames(renderer, test, task, seed: int) -> Iterator[tuple[int, np.ndarray]]:
-    """`renderer` streamed over `test` with the task's prompt, as eval streams the model (the same rollout)."""
-    from training.eval_tasks import render_stream
-
-    for r in render_stream(renderer, test.source(), OnePrompt(conditioning_for(task.prompt)), seed):
-        yield r.index, r.rgb
-
 
 def _mapped(predict: Callable[[np.ndarray], np.ndarray], test) -> Iterator[tuple[int, np.ndarray]]:
     for start in range(0, len(test), BLOCK):
@@ -210,7 +163,8 @@ class Ablations:
         tasks = [t for test in ev.tests for t in tasks_for(test.path, o)]
         styles = sorted({t.target for t in tasks})
         h, w = ev.tests[0].recording.gbuffer.shape[-2:]
-        recordings = [load_recording(p, w, h, ORIGINAL) for p in (o.fit or training_recordings(o.weights))]
+        fits = [open_held_out(p, (w, h), None) for p in (o.fit or training_recordings(o.weights))]
+        recordings = [r.recording for r in fits]
         self.conv, self.conv_fit = fit_conv(self._conv_frames(recordings, styles), styles, o.conv_minutes, o.seed)
         self.decoder_only = decoder_only(ev.renderer)
         pipe = getattr(ev.renderer, "pipeline", None)
@@ -223,12 +177,31 @@ class Ablations:
             self.not_computed["no_transformer"] = "not a flash model: there is no transformer to take away"
         else:
             t0 = time.perf_counter()
+            guide_fit: dict | str | None = None
+            if self.guided:
+                pipe, guide_fit = self._zero_latent_guide(pipe, fits)
             refiner, report = fit_refiner(without_transformer(pipe), recordings,
                                           task_looks(tasks, recordings, ev.reference), refiner_settings(o.weights))
             self.no_transformer = with_pipeline(ev.renderer, without_transformer(pipe, refiner.to(pipe.device,
                                                                                                  pipe.dtype)))
             self.no_transformer_fit = {**report, "seconds": round(time.perf_counter() - t0, 1),
-                                       "latent": "zero (no transformer), in fitting as in scoring"}
+                                       "latent": "zero (no transformer), in fitting as in scoring",
+                                       **({"guide": guide_fit} if guide_fit is not None else {})}
+
+    def _zero_latent_guide(self, pipe, fits: list[HeldOutRecording]) -> tuple[Any, dict | str]:
+        """A guided model's pipeline with its guide refitted on the zero latent's frames, as the model's own was
+        refitted on its transformer's (the same settings and styles, --ablation-guide-minutes aside), and what was
+        done. Where the model's guide was never refitted, both keep the codec's, fitted on true latents."""
+        o = self.ev.o
+        prior = read_guide_fit(Path(o.weights))
+        if prior is None:
+            return pipe, "the model's own: it was never refitted (train guide), so neither is the ablation's"
+        settings, styles = prior
+        if o.ablation_guide_minutes is not None:
+            settings = dataclasses.replace(settings, minutes=o.ablation_guide_minutes)
+        guide, report = zero_latent_guide(self.ev.renderer, fits, styles, settings, self.ev.reference)
+        return with_guide(pipe, guide), {**report, "refitted_on": "the stack's frames of the zero latent, from the "
+                                         "model's refitted guide"}
 
     def _conv_frames(self, recordings: list, styles: list[str]) -> ConvFrames:
         gbuffer, targets = [], []

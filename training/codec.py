@@ -32,7 +32,7 @@ from torch import nn
 from gbuffer.formats.common import atomic_path
 from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.decoder import TinyDecoder
-from renderer.flash.guide import GBufferGuide
+from renderer.flash.guide import GBufferGuide, context_from_shapes
 from renderer.flash.taehv import MemBlock, StreamMemory, TGrow, TPool, init_signal_preserving, run_stream, taehv_encoder
 from renderer.flash.weights import TINY_DECODER
 from training import bookkeeping
@@ -220,17 +220,21 @@ def load_codec(root: str | Path) -> Codec:
     meta_path = root / CODEC_JSON
     if not meta_path.is_file():
         raise TrainingError(f"no {CODEC_JSON}: not a directory written by 'alaya-studio train codec'", str(root))
-    try:
-        meta = json.loads(meta_path.read_text())
-        codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]),
-                      int(meta.get("guide_width", 0)), bool(meta.get("guide_context", False)))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
     path = root / TINY_DECODER
     try:
         state = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise TrainingError(f"cannot read the codec weights: {exc}", str(path)) from None
+    # Whether the guide has its global context is read from the tensors, as the renderer reads it
+    # (renderer/flash/weights.py): `train guide --context` adds one to a model's decoder file, and a folder
+    # written before it also set codec.json's guide_context says false over a file that holds one.
+    context = context_from_shapes({k: tuple(v.shape) for k, v in state.items()})
+    try:
+        meta = json.loads(meta_path.read_text())
+        codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]),
+                      int(meta.get("guide_width", 0)), context)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
     expected = codec.state_dict()
     wrong = sorted(set(expected) ^ set(state)) or [k for k in expected if expected[k].shape != state[k].shape]
     if wrong:

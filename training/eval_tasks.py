@@ -49,6 +49,7 @@ class EvalOptions:
     rollout_frames: int | None = None            # None: the whole schedule (637 frames)
     renderer_options: dict = field(default_factory=dict)   # FlashSettings for the model under test (num_steps=2)
     conv_minutes: float = 10.0                   # the conv baseline's fitting budget (training/conv_baseline.py)
+    ablation_guide_minutes: float | None = None  # no_transformer's guide refit; None: the model's own refit's
 
 
 @dataclass(frozen=True)

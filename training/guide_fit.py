@@ -18,6 +18,10 @@ done.
 It is the model's own stage, not a lookup: no prompt reaches it, and the style reaches the picture only through
 the transformer's latent (the stack's frame). Measured in BENCHMARKS.md ("The guided nano, its guide refitted").
 
+eval's `no_transformer` ablation (training/ablations.py) refits the guide the same way, with the same settings
+read from guide_fit.json, on the stack's frames of the zero latent (`zero_latent_guide`): a guide fitted on what
+the transformer makes would otherwise be scored on an input it never saw.
+
     alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3] [--window N]
                              [--context]
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
@@ -39,11 +43,11 @@ from safetensors.torch import load_file, save_file
 from gbuffer.formats.common import atomic_path
 from renderer.flash.guide import GUIDE_KEY, GBufferGuide
 from renderer.flash.weights import TINY_DECODER
-from training.ablations import streamed_frames, with_pipeline
 from training.codec import CODEC_JSON
 from training.errors import TrainingError
 from training.eval_frames import HeldOutRecording
 from training.eval_tasks import Task
+from training.model_variants import stack_only, streamed_frames, with_pipeline, without_transformer
 from training.style_targets import style_frames
 
 GUIDE_FIT_JSON = "guide_fit.json"
@@ -77,15 +81,6 @@ class GuideFrames:
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         f = lambda x: x[index].float().div_(255)          # noqa: E731
         return f(self.stack), f(self.gbuffer), f(self.target)
-
-
-def stack_only(renderer):
-    """A copy of a guided flash renderer whose sessions stop at the TAEHV stack (the guide dropped from a deep copy
-    of the decoder: a shallow one shares its submodule table, and the renderer itself keeps its guide)."""
-    pipe = copy.copy(renderer.pipeline)
-    pipe.decoder = copy.deepcopy(pipe.decoder)
-    pipe.decoder.guide = None
-    return with_pipeline(renderer, pipe)
 
 
 def window_starts(frames: int, window: int, streams: int) -> list[int]:
@@ -193,12 +188,11 @@ def write_guide(weights: Path, guide: GBufferGuide) -> None:
             tmp.write_text(json.dumps(meta, indent=2))
 
 
-def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], styles: list[str],
-                s: GuideFitSettings, reference, say: Callable[[str], None] = lambda line: None) -> dict:
-    """Collect, fit, write; returns what guide_fit.json holds."""
+def refitted_guide(renderer, recordings: list[HeldOutRecording], styles: list[str], s: GuideFitSettings,
+                   reference, say: Callable[[str], None] = lambda line: None) -> tuple[GBufferGuide, dict]:
+    """A copy of `renderer`'s guide fitted on the stack's frames that `renderer` makes (collect, then fit), and
+    what was done; nothing is written."""
     decoder = renderer.pipeline.decoder
-    if decoder.guide is None:
-        raise TrainingError("has no G-buffer guide to refit (train its codec with --guide WIDTH)", str(weights))
     torch.manual_seed(s.seed)
     started = time.monotonic()
     frames = model_frames(renderer, recordings, styles, s.every, reference, s.seed,
@@ -209,9 +203,42 @@ def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], sty
     if s.context:
         guide = with_context(guide)
     fit = fit_guide(guide, frames, s, log=lambda r: say(f"step {r['step']}: loss {r['loss']:.5f}"))
+    return guide, {"settings": asdict(s), "recordings": [r.path.name for r in recordings], "styles": styles,
+                   "frames": len(frames), "collect_seconds": collected, **fit}
+
+
+def refit_guide(renderer, weights: Path, recordings: list[HeldOutRecording], styles: list[str],
+                s: GuideFitSettings, reference, say: Callable[[str], None] = lambda line: None) -> dict:
+    """Collect, fit, write; returns what guide_fit.json holds."""
+    if renderer.pipeline.decoder.guide is None:
+        raise TrainingError("has no G-buffer guide to refit (train its codec with --guide WIDTH)", str(weights))
+    guide, report = refitted_guide(renderer, recordings, styles, s, reference, say)
     write_guide(weights, guide)
-    report = {"settings": asdict(s), "recordings": [r.path.name for r in recordings], "styles": styles,
-              "frames": len(frames), "collect_seconds": collected, **fit}
     with atomic_path(weights / GUIDE_FIT_JSON) as tmp:
         tmp.write_text(json.dumps(report, indent=2))
     return report
+
+
+def read_guide_fit(weights: Path) -> tuple[GuideFitSettings, list[str]] | None:
+    """The settings and styles of the refit `train guide` gave these weights (None: their guide was never
+    refitted). A guide_fit.json that cannot be read is refused in one line."""
+    path = weights / GUIDE_FIT_JSON
+    if not path.is_file():
+        return None
+    try:
+        report = json.loads(path.read_text())
+        known = {f.name for f in fields(GuideFitSettings)}
+        settings = GuideFitSettings(**{k: v for k, v in report["settings"].items() if k in known})
+        styles = [str(x) for x in report["styles"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise TrainingError(f"is not a guide refit's record ({type(e).__name__}: {e})", str(path)) from None
+    return settings, styles
+
+
+def zero_latent_guide(renderer, recordings: list[HeldOutRecording], styles: list[str], s: GuideFitSettings,
+                      reference, say: Callable[[str], None] = lambda line: None) -> tuple[GBufferGuide, dict]:
+    """The guide of eval's `no_transformer` ablation: `renderer`'s guide refitted as `train guide` refits it, on
+    the stack's frames of the zero latent (no transformer runs) instead of the transformer's. Fitted on what it
+    will be fed, it is that ablation's strongest guide, not the model's guide with an input taken away."""
+    zero = with_pipeline(renderer, without_transformer(renderer.pipeline))
+    return refitted_guide(zero, recordings, styles, s, reference, say)

@@ -11,7 +11,8 @@ which style each frame shows, held-out paraphrases and the eight-worlds rollout 
 `--baselines` scores on the same frames: albedo passthrough, the reference renderer's `original`, `per_pixel`
 (a quadratic per-pixel map fitted on the training recordings, never on a test one) and `codec` (the model's RGB
 codec on the target: a latent model's ceiling), with the ablations `decoder_only` (refiner off) and
-`no_transformer` (zero latents, refiner refitted) and `conv` (a G-buffer convnet fitted within --conv-minutes;
+`no_transformer` (zero latents, refiner refitted; a guided model's guide refitted on them first, within
+--ablation-guide-minutes) and `conv` (a G-buffer convnet fitted within --conv-minutes;
 training/ablations.py). `--noise-seeds N` streams every task with N noise seeds (mean
 and spread). `--renderer-option KEY=VALUE` runs the model with a live session's settings (num_steps=2). LPIPS,
 CLIP score and FVD are computed when local weights for them are given (`--lpips-weights`, `--clip-weights`,
@@ -71,6 +72,9 @@ def eval_parser() -> argparse.ArgumentParser:
                         "from train_settings.json); never a test recording")
     p.add_argument("--conv-minutes", type=float, default=10.0,
                    help="with --baselines: the conv baseline's fitting budget in minutes of wall time (10)")
+    p.add_argument("--ablation-guide-minutes", type=float,
+                   help="with --baselines, a guided model: the no_transformer ablation's guide refit budget in "
+                   "minutes (default: the model's own refit's, from guide_fit.json)")
     p.add_argument("--noise-seeds", type=int, default=1, help="stream each task with N noise seeds (default 1)")
     p.add_argument("--no-paraphrases", action="store_true", help="with --styles: skip the held-out paraphrases")
     p.add_argument("--paraphrase-frames", type=int, default=32, help="frames per paraphrase and recording (32)")
@@ -173,9 +177,11 @@ def run_eval(a) -> int:
             raise ArgumentError(f"must be at least 1, got {value}", flag)
     o = _options(a)
     o.renderer_options = _renderer_options(a.renderer_option)
-    if not a.conv_minutes > 0:
-        raise ArgumentError(f"must be a positive number of minutes, got {a.conv_minutes}", "--conv-minutes")
+    for flag, minutes in (("--conv-minutes", a.conv_minutes), ("--ablation-guide-minutes", a.ablation_guide_minutes)):
+        if minutes is not None and not minutes > 0:
+            raise ArgumentError(f"must be a positive number of minutes, got {minutes}", flag)
     o.baselines, o.fit, o.noise_seeds, o.conv_minutes = a.baselines, a.fit, a.noise_seeds, a.conv_minutes
+    o.ablation_guide_minutes = a.ablation_guide_minutes
     o.paraphrases, o.paraphrase_frames = not a.no_paraphrases, a.paraphrase_frames
     o.eight_worlds, o.rollout_frames = not a.no_eight_worlds, a.rollout_frames
     o.lpips = load_perceptual(a.lpips_weights)
