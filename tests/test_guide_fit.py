@@ -13,6 +13,7 @@ from renderer import create_renderer
 from renderer.flash.guide import CONTEXT_KEY
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
+from training.bookkeeping import SETTINGS_FILE
 from training.codec import CODEC_JSON, load_codec
 from training.errors import TrainingError
 from training.eval_frames import open_held_out
@@ -115,6 +116,9 @@ def test_no_transformer_refits_the_guide_on_the_zero_latents_frames_as_the_model
     model = tmp_path / "m"
     shutil.copytree(weights, model)
     (model / GUIDE_FIT_JSON).unlink(missing_ok=True)          # as `train` left it: the codec's guide
+    settings = json.loads((model / SETTINGS_FILE).read_text())  # the ablation's refiner, fitted briefly
+    (model / SETTINGS_FILE).write_text(json.dumps({**settings, "refiner_steps": 10, "refiner_windows": 1,
+                                                   "refiner_frames": 8}))
     held = tmp_path / "held.gbuf.zip"
     assert cli("record", "--frames", 8, "--size", f"{W}x{H}", "--seed", 5, "--rgb", "--fps", 10, "-o", held) == 0
     options = lambda **kw: EvalOptions(weights=str(model), recordings=[str(held)], styles=["original", "polar"],  # noqa: E731
