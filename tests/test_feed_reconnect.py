@@ -1,5 +1,6 @@
 """An engine feed outlives a studio restart (issue 45, finding 1): the studio's close always comes with a
-reason (uvicorn closes with 1012 and none as it shuts down: the client names the code), and a FeedClient asked
+reason (the studio closes each feed with 1012 and its reason before uvicorn's shutdown, and waits for the
+engine's echo so the close frame is not lost to a reset: studio/server/goodbye.py), and a FeedClient asked
 to reconnect tries again, 0.5 s doubling to 5 s, until a studio answers on its URL, then feeds it on."""
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from gbuffer.engine import EngineSource
 from gbuffer.feed.client import FeedClient, stream_source
 from gbuffer.feed.protocol import FeedError
 from helpers.browser import wait_until
+from helpers.raw_engine import RawEngine
 from studio.server import Settings
 from studio.server.background import BackgroundServer, free_port
+from studio.server.goodbye import GOODBYE_S, RESTART_REASON
 
 
 def feed_frames(server, name: str) -> int:
@@ -42,7 +45,7 @@ def test_a_feed_names_the_restart_and_comes_back_to_the_new_studio():
         first.stop()                                            # the studio goes away under the engine
         wait_until(lambda: client.past_closes or outcome, 30, "the engine did not see the studio close")
         assert not outcome, f"the engine gave up: {outcome}"
-        assert client.past_closes[0] == (1012, "the studio is shutting down or restarting (close code 1012)")
+        assert client.past_closes[0] == (1012, RESTART_REASON)
         assert thread.is_alive()                                # still trying, not exited
         second = BackgroundServer(Settings(port=port)).start()  # the studio is back on its address
         wait_until(lambda: feed_frames(second, "kart") > 10, 30,
@@ -56,7 +59,7 @@ def test_a_feed_names_the_restart_and_comes_back_to_the_new_studio():
             first.stop()
         thread.join(30)
     assert not thread.is_alive() and "sent" in outcome, outcome
-    assert client.close_reason == "the studio is shutting down or restarting (close code 1012)"
+    assert client.close_reason == RESTART_REASON
 
 
 def test_a_feed_not_asked_to_reconnect_stops_and_says_why():
@@ -65,7 +68,7 @@ def test_a_feed_not_asked_to_reconnect_stops_and_says_why():
         client.connect()
         wait_until(lambda: "once" in server.app.state.feeds.names(), 30, "the feed never registered")
     wait_until(lambda: not client.connected, 30, "the client did not see the studio go")
-    assert client.close_reason == "the studio is shutting down or restarting (close code 1012)"
+    assert client.close_reason == RESTART_REASON
     assert not client.may_reconnect() and client.reconnects == 0
     client.close()
 
@@ -83,3 +86,19 @@ def test_a_feed_whose_studio_stays_away_gives_up_after_its_time_with_one_line():
     assert str(gave_up.value).startswith("--connect: the studio did not take the feed again within 1.5 s: cannot "
                                          "connect to ws://"), gave_up.value
     assert "\n" not in str(gave_up.value) and client.past_closes[0][0] == 1012
+
+
+def test_an_engine_that_never_answers_the_goodbye_hears_it_and_cannot_hold_the_shutdown():
+    """A bare-socket engine that never echoes a close: the studio's 1012 and its reason reach it, the studio waits
+    for its echo at most GOODBYE_S, then stops all the same."""
+    server = BackgroundServer(Settings(port=0)).start()
+    engine = RawEngine(server)
+    try:
+        wait_until(lambda: server.app.state.feeds.connected == 1, 30, "the studio did not take the socket")
+        stopping = threading.Thread(target=server.stop, name="stop")
+        stopping.start()
+        assert engine.closed_with() == (1012, RESTART_REASON)
+        stopping.join(GOODBYE_S + 20)
+        assert not stopping.is_alive() and not server._thread.is_alive(), "the studio waits on a silent engine"
+    finally:
+        engine.close()

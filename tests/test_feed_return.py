@@ -5,11 +5,7 @@ messages, browsers watch its session, and bad messages are refused in one line w
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
-import socket
-import struct
 import threading
 
 import httpx
@@ -22,6 +18,7 @@ from websockets.sync.client import connect
 from gbuffer.feed.client import FeedClient
 from gbuffer.feed.protocol import Hello, decode_styled, encode_frame
 from gbuffer.frame import GBufferFrame
+from helpers.raw_engine import RawEngine
 from helpers.waiting import wait_until
 from renderer.reference.synthetic import synthetic_gbuffer
 from studio.server import Settings
@@ -162,59 +159,11 @@ def test_a_bad_frame_on_a_return_path_closes_that_engine_only(studio):
         assert [f.index for f in lockstep(steady, [1, 2])] == [1, 2]
 
 
-class RawEngine:
-    """A WebSocket engine on a bare socket with a small receive buffer, which reads only when told: a client
-    library would read ahead into its own memory, and the point is an engine that really stops reading."""
-
-    def __init__(self, studio):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
-        self.sock.connect((studio.settings.host, studio.settings.port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(f"GET /api/engine/feed HTTP/1.1\r\nHost: {studio.settings.host}\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                          f"Authorization: Bearer {TOKEN}\r\n\r\n".encode())
-        response = b""
-        while b"\r\n\r\n" not in response:
-            response += self.sock.recv(1)
-        assert response.startswith(b"HTTP/1.1 101"), response
-
-    def send(self, message: str | bytes) -> None:
-        opcode, data = (0x1, message.encode()) if isinstance(message, str) else (0x2, message)
-        n = len(data)
-        length = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536 else \
-            bytes([0x80 | 127]) + struct.pack(">Q", n)
-        self.sock.sendall(bytes([0x80 | opcode]) + length + bytes(4) + data)   # a zero mask leaves data as is
-
-    def _exactly(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "the studio closed the connection"
-            data += chunk
-        return data
-
-    def recv(self) -> str | bytes:
-        while True:
-            first, second = self._exactly(2)
-            n = second & 0x7F
-            n = struct.unpack(">H", self._exactly(2))[0] if n == 126 else \
-                struct.unpack(">Q", self._exactly(8))[0] if n == 127 else n
-            data = self._exactly(n)
-            if first & 0x0F == 0x1:
-                return data.decode()
-            if first & 0x0F == 0x2:
-                return data                  # pings (0x9) are skipped: the test is over long before they matter
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def test_an_engine_that_stops_reading_stalls_nothing_and_hears_what_it_missed(studio):
     """The stalled engine sends big raw frames and reads none: the socket fills up, its session keeps rendering
     (latest frame wins), another engine streams on, and once it reads again the frames say how many it missed."""
     w, h, count = 416, 224, 50           # 280 KB a styled frame: some 14 MB nobody reads, past the socket's buffers
-    stalled = RawEngine(studio)
+    stalled = RawEngine(studio, TOKEN)
     try:
         stalled.send(Hello("stalled", w, h, 30.0, protocol=2, output={"format": "rgb24"}).to_json())
         welcome = json.loads(stalled.recv())

@@ -37,8 +37,8 @@ from gbuffer.input import PlayerInput, newer_input
 from gbuffer.source import LiveSource, Source
 
 
-# What a close the studio sent without a reason means (uvicorn closes every socket with 1012 and no reason as
-# the studio shuts down, before the app could say anything; a killed studio sends no close frame: 1006).
+# What a close the studio sent without a reason means (a studio shutting down says its reason first; uvicorn's
+# own 1012 without one follows for an engine that did not echo it in time; a killed studio sends none: 1006).
 CLOSED_BY = {1000: "the studio ended the feed", 1001: "the studio went away", 1006: "the connection to the "
              "studio was lost (no close frame: the studio was stopped or the network dropped)",
              1011: "the studio failed", 1012: "the studio is shutting down or restarting",

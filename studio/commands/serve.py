@@ -192,6 +192,7 @@ def run(args) -> int:
 
     from studio.server.feed_routes import websocket_options
     from studio.server import create_app
+    from studio.server.goodbye import StudioServer
     from studio.server.allocator import limit_arenas
     from studio.ui import mount_ui
 
@@ -205,11 +206,14 @@ def run(args) -> int:
 
         print(f"starting render workers on Ray ({settings.cluster})…", file=sys.stderr)
         pool = start_pool(settings)
-    app = mount_ui(create_app(settings, player_at_root=False, pool=pool))
+    core = create_app(settings, player_at_root=False, pool=pool)
+    app = mount_ui(core)
     if settings.grpc_port is not None:
         app = with_grpc(app)
     print(f"AlayaStudio on http://{settings.host}:{settings.port}  (studio: /studio, plain player: /player, "
           "API docs: /docs)",
           file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", **websocket_options(settings))
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            **websocket_options(settings))
+    StudioServer(config, core.state.goodbyes).run()    # the feeds hear why the studio stops (goodbye.py)
     return 0

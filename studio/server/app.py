@@ -21,6 +21,7 @@ from studio.server.access import QuotaFull, Visitors
 from studio.server.allocator import limit_arenas
 from studio.server.audience import AudienceFull
 from studio.server.body_limit import BodyLimit
+from studio.server.goodbye import Goodbyes
 from studio.server.metrics import StudioMetrics
 from studio.server.offline_docs import mount_offline_docs
 from studio.server.osc import start_osc
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
     app = FastAPI(title="AlayaStudio", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Real-time generative world rendering: live sessions over WebRTC, engine feeds.")
     app.state.settings = settings
+    app.state.goodbyes = Goodbyes()   # the feeds' close with a reason, said before uvicorn's shutdown
     app.state.feeds = FeedHub(FeedLimits(settings.feed_max_pixels, settings.feed_max_fps))
     app.state.sessions = SessionManager(settings, app.state.feeds)
     app.state.metrics = StudioMetrics(app.state.sessions, app.state.feeds, settings)

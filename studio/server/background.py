@@ -14,6 +14,7 @@ import uvicorn
 
 from studio.server.feed_routes import websocket_options
 from studio.server.app import create_app
+from studio.server.goodbye import StudioServer
 from studio.server.settings import Settings
 
 
@@ -29,8 +30,9 @@ class BackgroundServer:
         if not self.settings.port:
             self.settings.port = free_port(self.settings.host)
         self.app = create_app(self.settings)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=self.settings.port,
-                                                    log_level="warning", **websocket_options(self.settings)))
+        self.server = StudioServer(uvicorn.Config(self.app, host=self.settings.host, port=self.settings.port,
+                                                  log_level="warning", **websocket_options(self.settings)),
+                                   self.app.state.goodbyes)
         self._thread = threading.Thread(target=self.server.run, name="studio-server", daemon=True)
 
     @property

@@ -18,6 +18,7 @@ from starlette.requests import HTTPConnection
 from gbuffer.feed import FeedHub
 from studio.server import access
 from studio.server.access import Visitor, Visitors
+from studio.server.goodbye import Goodbyes
 from studio.server.metrics import StudioMetrics
 from studio.server.session import LiveSession
 from studio.server.sessions import SessionManager
@@ -36,6 +37,10 @@ def feed_hub(conn: HTTPConnection) -> FeedHub:
     return conn.app.state.feeds
 
 
+def feed_goodbyes(conn: HTTPConnection) -> Goodbyes:
+    return conn.app.state.goodbyes
+
+
 def studio_metrics(conn: HTTPConnection) -> StudioMetrics:
     return conn.app.state.metrics
 
@@ -52,6 +57,7 @@ def presented_key(conn: HTTPConnection) -> str | None:
 ManagerDep = Annotated[SessionManager, Depends(session_manager)]
 SettingsDep = Annotated[Settings, Depends(studio_settings)]
 FeedsDep = Annotated[FeedHub, Depends(feed_hub)]
+GoodbyesDep = Annotated[Goodbyes, Depends(feed_goodbyes)]
 MetricsDep = Annotated[StudioMetrics, Depends(studio_metrics)]
 VisitorsDep = Annotated[Visitors, Depends(studio_visitors)]
 KeyDep = Annotated[str | None, Depends(presented_key)]

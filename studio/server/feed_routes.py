@@ -26,7 +26,7 @@ from gbuffer.feed.meta import decode_meta, is_meta
 from gbuffer.feed.protocol import (CLOSE, RETURN_PROTOCOL, FeedError, FeedLimits, Hello, decode_frame,
                                    encode_styled, max_message_bytes, parse_hello)
 from gbuffer.feed.source import ToEngine
-from studio.server.deps import FeedsDep, ManagerDep, SettingsDep, VisitorsDep
+from studio.server.deps import FeedsDep, GoodbyesDep, ManagerDep, SettingsDep, VisitorsDep
 from studio.server.engine_link import EngineLink, OutputRequest, parse_output
 from studio.server.models import FeedInfo
 from studio.server.origins import origin_allowed
@@ -67,7 +67,7 @@ async def list_feeds(hub: FeedsDep) -> list[FeedInfo]:
 
 @router.websocket("/engine/feed")
 async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manager: ManagerDep,
-                      visitors: VisitorsDep) -> None:
+                      visitors: VisitorsDep, goodbyes: GoodbyesDep) -> None:
     if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), settings):
         await ws.close(CLOSE["policy"])   # before the handshake: the page's browser gets a 403
         return
@@ -99,6 +99,7 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
     feed = link = None
     tasks: list[asyncio.Task] = []
     hub.connected += 1                # counted from the handshake, so slow hellos cannot pass the cap together
+    goodbyes.track(ws, sending)       # a studio shutting down closes it with a reason first (goodbye.py)
     try:
         first = await asyncio.wait_for(ws.receive(), HELLO_TIMEOUT_S)
         if first["type"] == "websocket.disconnect":
@@ -156,6 +157,7 @@ async def engine_feed(ws: WebSocket, settings: SettingsDep, hub: FeedsDep, manag
         pass
     finally:
         hub.connected -= 1
+        goodbyes.forget(ws)
         for task in tasks:
             await cancel_and_wait(task)
         if feed is not None:
