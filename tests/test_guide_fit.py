@@ -18,7 +18,8 @@ from training.codec import CODEC_JSON, load_codec
 from training.errors import TrainingError
 from training.eval_frames import open_held_out
 from training.eval_run import EvalOptions, Evaluation
-from training.guide_fit import GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, window_starts
+from training.guide_fit import (GUIDE_FIT_JSON, GuideFitSettings, fit_guide, model_frames, read_guide_fit,
+                                window_starts)
 from training.model_variants import stack_only
 
 W, H = 64, 48
@@ -53,6 +54,9 @@ def test_the_guide_is_fed_the_stack_frames_a_session_makes_and_its_fit_lowers_th
     guide = renderer.pipeline.decoder.guide
     fit = fit_guide(guide, frames, GuideFitSettings(minutes=0.1, batch=4, lr=3e-3))
     assert fit["steps"] > 10 and fit["mse_after"] < fit["mse_before"], fit
+    assert fit["last_lr"] < 3e-3 * 0.05, fit                             # decayed to near 0 by the budget's end
+    constant = fit_guide(guide, frames, GuideFitSettings(minutes=0.1, batch=4, lr=3e-3, lr_decay=False))
+    assert constant["steps"] > 10 and constant["last_lr"] == 3e-3, constant
 
 
 def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys):
@@ -68,6 +72,16 @@ def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys
     assert report["recordings"] == [rec.name] and report["styles"] == ["polar"] and report["frames"] == 4
     assert "guide refitted" in capsys.readouterr().err
     assert create_renderer("flash", weights=str(weights), device="cpu").pipeline.decoder.guide is not None
+    assert report["settings"]["lr_decay"] is True and report["last_lr"] < 1e-4, report   # the default: decayed
+    assert read_guide_fit(weights)[0].lr_decay
+
+    assert cli("train", "guide", weights, "--minutes", 0.05, "--styles", "polar", "--every", 4, "--constant-lr",
+               "--no-progress") == 0
+    report = json.loads((weights / GUIDE_FIT_JSON).read_text())
+    assert report["settings"]["lr_decay"] is False and report["last_lr"] == 1e-3, report
+    del report["settings"]["lr_decay"]                   # a record from before the setting: a constant lr, as then
+    (weights / GUIDE_FIT_JSON).write_text(json.dumps(report))
+    assert not read_guide_fit(weights)[0].lr_decay
 
 
 def test_windows_spread_over_the_drive_and_never_run_past_it():
