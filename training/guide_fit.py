@@ -9,11 +9,11 @@ guide off, so what comes out is the stack's frame), once per style with a noise 
 a wall-clock budget, starting from the codec's guide, its lr falling along a cosine to 0 at the budget's end (at a
 constant lr the last iterate is wherever Adam's noise leaves it; `--constant-lr` keeps the old way).
 
-With `window`, each style streams only that many consecutive
-frames of a recording, the styles' windows spread evenly over the drive: long drives in many styles otherwise cost
-more streaming than fitting (two 1160-frame drives in 16 styles: 11 of the guide stage's 26 minutes), while the
-windows together still cover the whole drive. With `context`, a guide without its global context
-(renderer/flash/guide.py) is given one here, zero-initialised so that it starts as the guide it was. The
+With `window`, each style streams only that many consecutive frames of a recording, the styles' windows spread
+evenly over the drive: long drives in many styles otherwise cost more streaming than fitting (two 1160-frame drives
+in 16 styles: 11 of the guide stage's 26 minutes), while the windows together still cover the whole drive. With
+`context`, a guide without its global context (renderer/flash/guide.py) is given one here, zero-initialised so
+that it starts as the guide it was. The
 transformer, the decoder stack and the codec stay as they were; only the guide's weights change, written back into
 the weights' decoder file (an interrupted run leaves the old file), and `guide_fit.json` beside it says what was
 done.

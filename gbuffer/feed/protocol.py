@@ -51,7 +51,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # WebSocket close codes the studio uses for a feed
 CLOSE = {"policy": 1008, "too_big": 1009, "bad_data": 1003, "bad_request": 4400, "unauthorized": 4401,
-         "conflict": 4409, "rate": 4429, "idle": 4408, "full": 1013}
+         "conflict": 4409, "rate": 4429, "idle": 4408, "full": 1013, "restart": 1012}
 
 
 class FeedError(GBufferError):

@@ -16,8 +16,10 @@ import time
 import uvicorn
 from starlette.websockets import WebSocket
 
+from gbuffer.feed.protocol import CLOSE
+
 GOODBYE_S = 3.0                       # the most a shutdown waits for engines to echo the studio's close
-RESTART_CODE, RESTART_REASON = 1012, "the studio is shutting down or restarting"
+RESTART_CODE, RESTART_REASON = CLOSE["restart"], "the studio is shutting down or restarting"
 
 
 class Goodbyes:
