@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from renderer import create_renderer
-from renderer.flash.guide import CONTEXT_KEY
+from renderer.flash.guide import AFFINE_KEY, CONTEXT_KEY
 from renderer.flash.weights import TINY_DECODER
 from studio.cli import main
 from training.bookkeeping import SETTINGS_FILE
@@ -103,25 +103,27 @@ def test_each_style_streams_its_own_window_of_the_drive(guided):
     assert sorted(kept) == [0, 2, 4, 10, 12, 14], kept                 # the first window and the last, one each
 
 
-def test_train_guide_can_give_the_guide_its_context(guided, tmp_path):
+@pytest.mark.parametrize("part, key, fitted", [("context", CONTEXT_KEY, "guide.ctx.2.weight"),
+                                               ("affine", AFFINE_KEY, AFFINE_KEY)])
+def test_train_guide_can_give_the_guide_a_part_it_lacks(guided, tmp_path, part, key, fitted):
     rec, weights = guided
     copy = tmp_path / "m"
     shutil.copytree(weights, copy)
-    assert CONTEXT_KEY not in load_file(copy / TINY_DECODER)
-    assert cli("train", "guide", copy, "--minutes", 0.05, "--styles", "polar", "--window", 8, "--context",
+    assert key not in load_file(copy / TINY_DECODER)
+    assert cli("train", "guide", copy, "--minutes", 0.05, "--styles", "polar", "--window", 8, f"--{part}",
                "--no-progress") == 0
     after = load_file(copy / TINY_DECODER)
-    assert CONTEXT_KEY in after and after["guide.ctx.2.weight"].abs().sum() > 0    # fitted, not left at zero
+    assert key in after and after[fitted].abs().sum() > 0                        # fitted, not left at zero
     report = json.loads((copy / GUIDE_FIT_JSON).read_text())
-    assert report["settings"]["context"] and report["settings"]["window"] == 8 and report["frames"] == 3   # 0, 3, 6
+    assert report["settings"][part] and report["settings"]["window"] == 8 and report["frames"] == 3   # 0, 3, 6
     guide = create_renderer("flash", weights=str(copy), device="cpu").pipeline.decoder.guide
-    assert guide.context
+    assert getattr(guide, part) and not getattr(guide, {"context": "affine", "affine": "context"}[part])
     # `eval --baselines` loads the codec from the same directory: its codec.json must say what the file holds
-    assert json.loads((copy / CODEC_JSON).read_text())["guide_context"] is True
-    # and a folder whose codec.json predates that (false over a file with the context) loads as its file says
+    assert json.loads((copy / CODEC_JSON).read_text())[f"guide_{part}"] is True
+    # and a folder whose codec.json predates that (false over a file with the part) loads as its file says
     meta = json.loads((copy / CODEC_JSON).read_text())
-    (copy / CODEC_JSON).write_text(json.dumps({**meta, "guide_context": False}))
-    assert load_codec(copy).guide_context
+    (copy / CODEC_JSON).write_text(json.dumps({**meta, f"guide_{part}": False}))
+    assert getattr(load_codec(copy), f"guide_{part}")
 
 
 def test_no_transformer_refits_the_guide_on_the_zero_latents_frames_as_the_model_refitted_its_own(guided,

@@ -32,7 +32,7 @@ from torch import nn
 from gbuffer.formats.common import atomic_path
 from renderer.flash.config import TEMPORAL_SCALE
 from renderer.flash.decoder import TinyDecoder
-from renderer.flash.guide import GBufferGuide, context_from_shapes
+from renderer.flash.guide import GBufferGuide, affine_from_shapes, context_from_shapes
 from renderer.flash.taehv import MemBlock, StreamMemory, TGrow, TPool, init_signal_preserving, run_stream, taehv_encoder
 from renderer.flash.weights import TINY_DECODER
 from training import bookkeeping
@@ -98,13 +98,14 @@ class CodecSettings:
 
 class Codec(nn.Module):
     def __init__(self, encoder_channels: int, decoder_channels: tuple[int, ...], guide_width: int = 0,
-                 guide_context: bool = False):
+                 guide_context: bool = False, guide_affine: bool = False):
         super().__init__()
         self.encoder = TinyEncoder(encoder_channels).encoder
         self.decoder = TinyDecoder(tuple(decoder_channels)).decoder
-        self.guide = GBufferGuide(guide_width, guide_context) if guide_width else None
+        self.guide = GBufferGuide(guide_width, guide_context, guide_affine) if guide_width else None
         self.encoder_channels, self.decoder_channels = encoder_channels, tuple(decoder_channels)
         self.guide_width, self.guide_context = guide_width, bool(guide_width and guide_context)
+        self.guide_affine = bool(guide_width and guide_affine)
         init_for_training(self)
 
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
@@ -126,7 +127,7 @@ class Codec(nn.Module):
 
     def decoder_module(self) -> TinyDecoder:
         """A TinyDecoder holding these decoder weights, the guide's too (what the renderer loads)."""
-        out = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context)
+        out = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context, self.guide_affine)
         out.decoder.load_state_dict(self.decoder.state_dict())
         if self.guide is not None:
             assert out.guide is not None
@@ -174,9 +175,9 @@ def init_for_training(codec: Codec) -> None:
         out.weight.mul_(0.1)
     if out.bias is not None:
         nn.init.constant_(out.bias, 0.5)
-    if codec.guide is not None:      # He init inside; its output convolution stays at zero (it starts as the stack)
+    if codec.guide is not None:      # He init inside; its output convolutions stay at zero (it starts as the stack)
         for m in codec.guide.modules():
-            if isinstance(m, nn.Conv2d) and m is not codec.guide.out:
+            if isinstance(m, nn.Conv2d) and m is not codec.guide.out and m is not getattr(codec.guide, "coef", None):
                 he(m, True)
 
 
@@ -209,7 +210,8 @@ def save_codec(codec: Codec, out: Path, extra: dict) -> None:
     with atomic_path(out / TINY_DECODER) as tmp:
         save_file(state, str(tmp))
     doc = {"encoder_channels": codec.encoder_channels, "decoder_channels": list(codec.decoder_channels),
-           "guide_width": codec.guide_width, "guide_context": codec.guide_context, **extra}
+           "guide_width": codec.guide_width, "guide_context": codec.guide_context,
+           "guide_affine": codec.guide_affine, **extra}
     with atomic_path(out / CODEC_JSON) as tmp:
         tmp.write_text(json.dumps(doc, indent=2))
 
@@ -225,14 +227,15 @@ def load_codec(root: str | Path) -> Codec:
         state = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise TrainingError(f"cannot read the codec weights: {exc}", str(path)) from None
-    # Whether the guide has its global context is read from the tensors, as the renderer reads it
-    # (renderer/flash/weights.py): `train guide --context` adds one to a model's decoder file, and a folder
-    # written before it also set codec.json's guide_context says false over a file that holds one.
-    context = context_from_shapes({k: tuple(v.shape) for k, v in state.items()})
+    # Whether the guide has its global context or its affine head is read from the tensors, as the renderer
+    # reads it (renderer/flash/weights.py): `train guide --context` adds one to a model's decoder file, and a
+    # folder written before it also set codec.json's guide_context says false over a file that holds one.
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    context, affine = context_from_shapes(shapes), affine_from_shapes(shapes)
     try:
         meta = json.loads(meta_path.read_text())
         codec = Codec(int(meta["encoder_channels"]), tuple(int(c) for c in meta["decoder_channels"]),
-                      int(meta.get("guide_width", 0)), context)
+                      int(meta.get("guide_width", 0)), context, affine)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"bad {CODEC_JSON} ({type(exc).__name__}: {exc})", str(meta_path)) from None
     expected = codec.state_dict()

@@ -12,8 +12,8 @@ constant lr the last iterate is wherever Adam's noise leaves it; `--constant-lr`
 With `window`, each style streams only that many consecutive frames of a recording, the styles' windows spread
 evenly over the drive: long drives in many styles otherwise cost more streaming than fitting (two 1160-frame drives
 in 16 styles: 11 of the guide stage's 26 minutes), while the windows together still cover the whole drive. With
-`context`, a guide without its global context (renderer/flash/guide.py) is given one here, zero-initialised so
-that it starts as the guide it was. The
+`context`, a guide without its global context (renderer/flash/guide.py) is given one here, and with `affine` one
+without its per-pixel affine head, each zero-initialised so that the guide starts as the guide it was. The
 transformer, the decoder stack and the codec stay as they were; only the guide's weights change, written back into
 the weights' decoder file (an interrupted run leaves the old file), and `guide_fit.json` beside it says what was
 done.
@@ -26,7 +26,7 @@ read from guide_fit.json, on the stack's frames of the zero latent (`zero_latent
 the transformer makes would otherwise be scored on an input it never saw.
 
     alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3] [--window N]
-                             [--context] [--constant-lr]
+                             [--context] [--affine] [--constant-lr]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class GuideFitSettings:
     seed: int = 0
     window: int = 0             # frames each style streams of a recording; 0: all of them
     context: bool = False       # give a guide without its global context one (zero-initialised)
+    affine: bool = False        # give a guide without its per-pixel affine head one (zero-initialised)
     # lr follows a cosine to 0 over the budget: at a constant lr the last iterate is wherever Adam's noise leaves it
     # (+0.53 dB held out, 16 of 16 styles, BENCHMARKS "The guide refit with its lr decayed")
     lr_decay: bool = True
@@ -167,14 +168,16 @@ def fit_guide(guide: GBufferGuide, frames: GuideFrames, s: GuideFitSettings,
             "mse_after": round(probe_mse(), 6), "last_lr": opt.param_groups[0]["lr"]}
 
 
-def with_context(guide: GBufferGuide) -> GBufferGuide:
-    """`guide` given its global context: the same weights, and a context that starts at zero (the same output)."""
-    if guide.context:
+def grown(guide: GBufferGuide, context: bool = False, affine: bool = False) -> GBufferGuide:
+    """`guide` given the parts it lacks of those asked for (its global context, its affine head): the same weights,
+    and the new parts starting at zero (the same output)."""
+    context, affine = guide.context or context, guide.affine or affine
+    if (context, affine) == (guide.context, guide.affine):
         return guide
-    grown = GBufferGuide(guide.width, context=True).to(next(guide.parameters()).dtype)
-    missing, unexpected = grown.load_state_dict(guide.state_dict(), strict=False)
-    assert not unexpected and all(k.startswith("ctx.") for k in missing), (missing, unexpected)
-    return grown
+    out = GBufferGuide(guide.width, context=context, affine=affine).to(next(guide.parameters()).dtype)
+    missing, unexpected = out.load_state_dict(guide.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith(("ctx.", "coef.")) for k in missing), (missing, unexpected)
+    return out
 
 
 def write_guide(weights: Path, guide: GBufferGuide) -> None:
@@ -184,16 +187,16 @@ def write_guide(weights: Path, guide: GBufferGuide) -> None:
     tensors = load_file(path)
     dtype = tensors[GUIDE_KEY].dtype if GUIDE_KEY in tensors else torch.float32
     for name, value in guide.state_dict().items():
-        if PREFIX + name not in tensors and not name.startswith("ctx."):
+        if PREFIX + name not in tensors and not name.startswith(("ctx.", "coef.")):
             raise TrainingError(f"the decoder file has no {PREFIX + name} to replace", str(path))
         tensors[PREFIX + name] = value.detach().to(dtype).contiguous()
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp))
     meta_path = weights / CODEC_JSON
-    if guide.context and meta_path.is_file():
-        # The codec's record must say what the file now holds, or `eval --baselines` cannot load it
+    if (guide.context or guide.affine) and meta_path.is_file():
+        # The codec's record must say what the file now holds, as the file does (the loaders read the tensors)
         meta = json.loads(meta_path.read_text())
-        meta["guide_context"] = True
+        meta["guide_context"], meta["guide_affine"] = guide.context, guide.affine
         with atomic_path(meta_path) as tmp:
             tmp.write_text(json.dumps(meta, indent=2))
 
@@ -210,8 +213,7 @@ def refitted_guide(renderer, recordings: list[HeldOutRecording], styles: list[st
     collected = round(time.monotonic() - started, 1)
     say(f"{len(frames)} frames in {collected} s; fitting the guide for {s.minutes:g} min")
     guide = copy.deepcopy(decoder.guide).float()
-    if s.context:
-        guide = with_context(guide)
+    guide = grown(guide, s.context, s.affine)
     fit = fit_guide(guide, frames, s, log=lambda r: say(f"step {r['step']}: loss {r['loss']:.5f}"))
     return guide, {"settings": asdict(s), "recordings": [r.path.name for r in recordings], "styles": styles,
                    "frames": len(frames), "collect_seconds": collected, **fit}

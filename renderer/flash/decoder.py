@@ -65,11 +65,12 @@ class TinyDecoder(nn.Module):
     `guide.*` in the same file): `forward` and `frames` still give the TAEHV stack's frames, and `guided` draws
     the picture from each of them and its G-buffer frame."""
 
-    def __init__(self, channels=(256, 128, 64, 64), guide_width: int = 0, guide_context: bool = False):
+    def __init__(self, channels=(256, 128, 64, 64), guide_width: int = 0, guide_context: bool = False,
+                 guide_affine: bool = False):
         super().__init__()
         self.decoder = taehv_decoder(channels)
         init_signal_preserving(self)
-        self.guide = GBufferGuide(guide_width, guide_context) if guide_width else None
+        self.guide = GBufferGuide(guide_width, guide_context, guide_affine) if guide_width else None
 
     def guided(self, frames: torch.Tensor, gbuffer: torch.Tensor) -> torch.Tensor:
         """frames (B, T, 3, H, W) from `forward`/`frames`, their G-buffer frames (B, >= T, 5, 3, H, W) in [0, 1]

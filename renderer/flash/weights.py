@@ -36,7 +36,7 @@ from renderer.base import RendererError
 from renderer.flash.checkpoint import KeyMap, TensorInfo, WeightsError, load_tensor, mapped, read_header
 from renderer.flash.config import HELIOS_SHAPE_ARGS, LATENT_CHANNELS, FlashConfig, get_config
 from renderer.flash.decoder import TinyDecoder, decoder_channels
-from renderer.flash.guide import GBufferGuide, context_from_shapes, width_from_shapes
+from renderer.flash.guide import GBufferGuide, affine_from_shapes, context_from_shapes, width_from_shapes
 from renderer.flash.families import key_patterns, match_family, state_shapes
 from renderer.flash.gbuffer_encoder import ENCODER_FAMILIES, GBufferEncoder
 from renderer.flash.refiner import GBufferRefiner
@@ -172,6 +172,7 @@ class WeightsPlan:
         self.decoder_channels: tuple[int, int, int, int] | None = None
         self.guide_width = 0                  # a guided decoder's G-buffer guide, read from the decoder file
         self.guide_context = False            # ... and whether it has its global context
+        self.guide_affine = False             # ... and its per-pixel affine head
         if not self.root.is_dir():
             raise WeightsError("weights directory does not exist", str(self.root))
         try:
@@ -296,8 +297,9 @@ class WeightsPlan:
                                                  self._config.decoder_channels)
         shapes = {k: i.shape for k, i in check.infos.items()}
         self.guide_width, self.guide_context = width_from_shapes(shapes), context_from_shapes(shapes)
+        self.guide_affine = affine_from_shapes(shapes)
         with torch.device("meta"):
-            decoder = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context)
+            decoder = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context, self.guide_affine)
         expected = state_shapes(decoder)
         for key in self._tgrow_keys(decoder):     # a wider TAEHV TGrow is cut at load, as TAEHV does
             info, want = check.infos.get(key), expected[key]
@@ -332,9 +334,9 @@ class WeightsPlan:
         if not self.guide_width:
             return ""
         with torch.device("meta"):
-            params = GBufferGuide(self.guide_width, self.guide_context).parameter_count()
-        context = ", global context" if self.guide_context else ""
-        return f" + G-buffer guide, width {self.guide_width}{context} ({params:,} params)"
+            params = GBufferGuide(self.guide_width, self.guide_context, self.guide_affine).parameter_count()
+        parts = ", global context" * self.guide_context + ", per-pixel affine head" * self.guide_affine
+        return f" + G-buffer guide, width {self.guide_width}{parts} ({params:,} params)"
 
     @staticmethod
     def _tgrow_keys(decoder: TinyDecoder) -> list[str]:
@@ -350,7 +352,7 @@ class WeightsPlan:
             warnings.warn(f"{self.root}: {self.sink_note}", stacklevel=2)
         with torch.device("meta"):
             transformer = FlashTransformer(self._config, sink=self.sink)
-            decoder = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context)
+            decoder = TinyDecoder(self.decoder_channels, self.guide_width, self.guide_context, self.guide_affine)
         base, partial = self.files[TRANSFORMER], self.files[TRANSFORMER_PARTIAL]
         wanted = set(transformer.state_dict())
         infos = {k: i for k, i in {**base.infos, **partial.infos}.items() if k in wanted}

@@ -3,6 +3,7 @@
 
     alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
     alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--window N] [--context]
+                             [--affine]
     alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
                        -o OUT_DIR [--resume] [--styles original,PRESET,...|all] [--lora-rank R] ...
 
@@ -153,6 +154,8 @@ def guide_parser() -> argparse.ArgumentParser:
                    "spread over the drive (default: the whole recording in every style)")
     p.add_argument("--context", action="store_true",
                    help="give a guide without its global context one (zero at first), fitted with the rest")
+    p.add_argument("--affine", action="store_true",
+                   help="give a guide without its per-pixel affine head one (zero at first), fitted with the rest")
     p.add_argument("--constant-lr", action="store_true",
                    help="keep the learning rate at 1e-3 (default: a cosine from 1e-3 to 0 over --minutes)")
     p.add_argument("--seed", type=int, default=0)
@@ -184,7 +187,7 @@ def run_guide(a) -> int:
     recordings = [open_held_out(p, None, None) for p in (a.recordings or training_recordings(str(weights)))]
     say = (lambda line: None) if a.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
     s = GuideFitSettings(minutes=a.minutes, every=a.every, seed=a.seed, window=a.window, context=a.context,
-                         lr_decay=not a.constant_lr)
+                         affine=a.affine, lr_decay=not a.constant_lr)
     report = refit_guide(renderer, weights, recordings, styles, s, create_renderer("reference"), say)
     print(f"guide refitted: {report['steps']} steps on {report['frames']} frames, probe MSE "
           f"{report['mse_before']:.5f} -> {report['mse_after']:.5f}; written to {a.weights}", file=sys.stderr)
