@@ -56,6 +56,7 @@ from training.style_targets import style_frames
 
 GUIDE_FIT_JSON = "guide_fit.json"
 PREFIX = "guide."
+GROWN_PARTS = ("ctx.", "coef.")     # the guide's parts `grown` may add: a decoder file without them takes them
 
 
 @dataclass
@@ -176,7 +177,7 @@ def grown(guide: GBufferGuide, context: bool = False, affine: bool = False) -> G
         return guide
     out = GBufferGuide(guide.width, context=context, affine=affine).to(next(guide.parameters()).dtype)
     missing, unexpected = out.load_state_dict(guide.state_dict(), strict=False)
-    assert not unexpected and all(k.startswith(("ctx.", "coef.")) for k in missing), (missing, unexpected)
+    assert not unexpected and all(k.startswith(GROWN_PARTS) for k in missing), (missing, unexpected)
     return out
 
 
@@ -187,7 +188,7 @@ def write_guide(weights: Path, guide: GBufferGuide) -> None:
     tensors = load_file(path)
     dtype = tensors[GUIDE_KEY].dtype if GUIDE_KEY in tensors else torch.float32
     for name, value in guide.state_dict().items():
-        if PREFIX + name not in tensors and not name.startswith(("ctx.", "coef.")):
+        if PREFIX + name not in tensors and not name.startswith(GROWN_PARTS):
             raise TrainingError(f"the decoder file has no {PREFIX + name} to replace", str(path))
         tensors[PREFIX + name] = value.detach().to(dtype).contiguous()
     with atomic_path(path) as tmp:
