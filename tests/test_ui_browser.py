@@ -178,6 +178,13 @@ def test_a_valid_upload_plays_and_its_timeline_seeks(page, server, tmp_path):
 
 
 def test_editing_importing_and_exporting_the_timeline(page, server, tmp_path):
+    # held at a known frame: a looping source sits at frame 0 while the last chunk of a pass renders, and a
+    # schedule applied there rightly begins at 0, so "the frame on screen" is set, not caught mid-stream
+    page.evaluate("window.alayaStudio.send({type: 'pause'})")
+    wait_until(lambda: page.evaluate("window.alayaStudio.paused"), 10, "did not pause")
+    page.evaluate("window.alayaStudio.send({type: 'seek', frame: 20})")
+    session = f"{server.url}/api/sessions/{page.evaluate('window.alayaStudio.sessionId')}"
+    wait_until(lambda: httpx.get(session, headers=page_auth(page)).json()["frame"] == 20, 10, "did not seek to 20")
     page.click("#alaya-timeline-panel summary")
     page.fill("#tl-import-text", '0: "polar", 30: "vaporwave", 60: "deep_sea"')
     page.click("#tl-import")
@@ -185,10 +192,10 @@ def test_editing_importing_and_exporting_the_timeline(page, server, tmp_path):
     starts = lambda: page.evaluate("window.alayaStudio.timeline.doc.segments.map(s => s.start)")  # noqa: E731
     # applied mid-stream it begins at the frame on screen: the page shows the shifted blocks once the session's
     # answer is back (until then it shows them as imported, from frame 30), and only then is it settled
-    wait_until(lambda: starts()[1] != 30, 30, "the import never began at the frame on screen")
+    wait_until(lambda: starts()[1] == 50, 30, lambda: f"the import did not begin at frame 20: {starts()}")
     settled(page)
     _, a, b = starts()
-    assert b - a == 30
+    assert (a, b) == (50, 80)
     page.click(".tl-block[data-index='1']")
     page.click("#tl-split")                       # at the playhead if it is inside the block, else its middle
     cut = starts()[2]
@@ -208,6 +215,8 @@ def test_editing_importing_and_exporting_the_timeline(page, server, tmp_path):
     schedule = load_schedule(saved)                           # what `alaya-studio render --schedule` reads
     assert [s.start for s in schedule.segments] == [0, a, cut, b]
     assert schedule.conditioning_at(cut).label() == "vaporwave"
+    page.evaluate("window.alayaStudio.send({type: 'play'})")          # the module's page plays on
+    wait_until(lambda: not page.evaluate("window.alayaStudio.paused"), 10, "did not resume")
 
 
 def test_render_to_mp4_from_the_timeline(page):
