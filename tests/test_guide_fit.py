@@ -59,13 +59,15 @@ def test_the_guide_is_fed_the_stack_frames_a_session_makes_and_its_fit_lowers_th
     assert constant["steps"] > 10 and constant["last_lr"] == 3e-3, constant
 
 
-def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys):
-    rec, weights = guided
+def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, tmp_path, capsys):
+    rec, shared = guided
+    weights = tmp_path / "m"                          # a copy: the module's model keeps its guide without the head
+    shutil.copytree(shared, weights)
     before = load_file(weights / TINY_DECODER)
     assert cli("train", "guide", weights, "--minutes", 0.05, "--styles", "polar", "--every", 4,
                "--no-progress") == 0
     after = load_file(weights / TINY_DECODER)
-    assert after.keys() == before.keys()
+    assert after.keys() - before.keys() == {AFFINE_KEY, "guide.coef.bias"}     # the default gives it the head
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(k.startswith("guide.") for k in changed), changed
     report = json.loads((weights / GUIDE_FIT_JSON).read_text())
@@ -73,15 +75,15 @@ def test_train_guide_rewrites_only_the_guide_and_says_what_it_did(guided, capsys
     assert "guide refitted" in capsys.readouterr().err
     assert create_renderer("flash", weights=str(weights), device="cpu").pipeline.decoder.guide is not None
     assert report["settings"]["lr_decay"] is True and report["last_lr"] < 1e-4, report   # the default: decayed
-    assert read_guide_fit(weights)[0].lr_decay
+    assert read_guide_fit(weights)[0].lr_decay and read_guide_fit(weights)[0].affine
 
     assert cli("train", "guide", weights, "--minutes", 0.05, "--styles", "polar", "--every", 4, "--constant-lr",
                "--no-progress") == 0
     report = json.loads((weights / GUIDE_FIT_JSON).read_text())
     assert report["settings"]["lr_decay"] is False and report["last_lr"] == 1e-3, report
-    del report["settings"]["lr_decay"]                   # a record from before the setting: a constant lr, as then
+    del report["settings"]["lr_decay"], report["settings"]["affine"]   # a record from before the settings: as then
     (weights / GUIDE_FIT_JSON).write_text(json.dumps(report))
-    assert not read_guide_fit(weights)[0].lr_decay
+    assert not read_guide_fit(weights)[0].lr_decay and not read_guide_fit(weights)[0].affine
 
 
 def test_windows_spread_over_the_drive_and_never_run_past_it():
@@ -103,14 +105,16 @@ def test_each_style_streams_its_own_window_of_the_drive(guided):
     assert sorted(kept) == [0, 2, 4, 10, 12, 14], kept                 # the first window and the last, one each
 
 
-@pytest.mark.parametrize("part, key, fitted", [("context", CONTEXT_KEY, "guide.ctx.2.weight"),
-                                               ("affine", AFFINE_KEY, AFFINE_KEY)])
-def test_train_guide_can_give_the_guide_a_part_it_lacks(guided, tmp_path, part, key, fitted):
+@pytest.mark.parametrize("part, key, fitted, args", [
+    ("context", CONTEXT_KEY, "guide.ctx.2.weight", ["--context", "--no-affine"]),
+    ("affine", AFFINE_KEY, AFFINE_KEY, []),                                         # the head comes by default
+])
+def test_train_guide_can_give_the_guide_a_part_it_lacks(guided, tmp_path, part, key, fitted, args):
     rec, weights = guided
     copy = tmp_path / "m"
     shutil.copytree(weights, copy)
     assert key not in load_file(copy / TINY_DECODER)
-    assert cli("train", "guide", copy, "--minutes", 0.05, "--styles", "polar", "--window", 8, f"--{part}",
+    assert cli("train", "guide", copy, "--minutes", 0.05, "--styles", "polar", "--window", 8, *args,
                "--no-progress") == 0
     after = load_file(copy / TINY_DECODER)
     assert key in after and after[fitted].abs().sum() > 0                        # fitted, not left at zero

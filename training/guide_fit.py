@@ -12,8 +12,8 @@ constant lr the last iterate is wherever Adam's noise leaves it; `--constant-lr`
 With `window`, each style streams only that many consecutive frames of a recording, the styles' windows spread
 evenly over the drive: long drives in many styles otherwise cost more streaming than fitting (two 1160-frame drives
 in 16 styles: 11 of the guide stage's 26 minutes), while the windows together still cover the whole drive. With
-`context`, a guide without its global context (renderer/flash/guide.py) is given one here, and with `affine` one
-without its per-pixel affine head, each zero-initialised so that the guide starts as the guide it was. The
+`context`, a guide without its global context (renderer/flash/guide.py) is given one here, and (by default) one
+without its per-pixel affine head is given that, each zero-initialised so that the guide starts as it was. The
 transformer, the decoder stack and the codec stay as they were; only the guide's weights change, written back into
 the weights' decoder file (an interrupted run leaves the old file), and `guide_fit.json` beside it says what was
 done.
@@ -26,7 +26,7 @@ read from guide_fit.json, on the stack's frames of the zero latent (`zero_latent
 the transformer makes would otherwise be scored on an input it never saw.
 
     alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--every 3] [--window N]
-                             [--context] [--affine] [--constant-lr]
+                             [--context] [--no-affine] [--constant-lr]
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ class GuideFitSettings:
     seed: int = 0
     window: int = 0             # frames each style streams of a recording; 0: all of them
     context: bool = False       # give a guide without its global context one (zero-initialised)
-    affine: bool = False        # give a guide without its per-pixel affine head one (zero-initialised)
+    # give a guide without its per-pixel affine head one (zero-initialised): +0.85 dB held out, better on 15 of 16
+    # styles (BENCHMARKS "The guide's per-pixel affine head"); --no-affine keeps the guide as it is
+    affine: bool = True
     # lr follows a cosine to 0 over the budget: at a constant lr the last iterate is wherever Adam's noise leaves it
     # (+0.53 dB held out, 16 of 16 styles, BENCHMARKS "The guide refit with its lr decayed")
     lr_decay: bool = True
@@ -241,9 +243,9 @@ def read_guide_fit(weights: Path) -> tuple[GuideFitSettings, list[str]] | None:
     try:
         report = json.loads(path.read_text())
         known = {f.name for f in fields(GuideFitSettings)}
-        # a record from before lr_decay was a setting was fitted at a constant lr
+        # a record from before lr_decay or affine was a setting was fitted at a constant lr, without the head
         given = {k: v for k, v in report["settings"].items() if k in known}
-        settings = GuideFitSettings(**{"lr_decay": False, **given})
+        settings = GuideFitSettings(**{"lr_decay": False, "affine": False, **given})
         styles = [str(x) for x in report["styles"]]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise TrainingError(f"is not a guide refit's record ({type(e).__name__}: {e})", str(path)) from None

@@ -19,13 +19,14 @@ picture only through the latent the transformer makes.
              (zero-initialised: it starts as the plain guide). 76 px is a local guess at what look the latent
              carries; the frame's mean is the look itself, so every pixel is drawn knowing it (the conv baseline
              is told its style; the guide has to read it from the transformer's latent). Keys `guide.ctx.*`
-    affine   optional (`train guide --affine`): the full-size features also give each pixel 3 x 18 coefficients, and
-             the output adds each colour's weighted sum of that pixel's 18 values (G-buffer and decoded frame).
-             Why: a shader is mostly products, albedo x light; ReLU convolutions of width 16 draw a product
-             coarsely, while here the network says how much light falls on the pixel (from the latent's light,
-             shadow and look, and the neighbourhood's normals) and the product with the albedo is exact. The
-             coefficients vary pixel by pixel and come from the latent: with a zero latent they cannot know the look
-             (no prompt reaches the guide). Zero-initialised: it starts as the guide it was. Key `guide.coef.*`
+    affine   optional (`train guide` gives it by default): the full-size features also give each pixel 3 x 18
+             coefficients, and the output adds each colour's weighted sum of that pixel's 18 values (G-buffer and
+             decoded frame). Why: a shader is mostly products, albedo x light; ReLU convolutions of width 16 draw a
+             product coarsely, while here the network says how much light falls on the pixel (from the latent's
+             light, shadow and look, and the neighbourhood's normals) and the product with the albedo is exact.
+             The coefficients vary pixel by pixel and come from the latent: with a zero latent they cannot know
+             the look (no prompt reaches the guide). Zero-initialised: it starts as the guide it was. Key
+             `guide.coef.*`
 
 Frame by frame, with no memory: a live session guides each frame as the decoder hands it over.
 """

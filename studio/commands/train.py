@@ -3,7 +3,7 @@
 
     alaya-studio train codec RECORDING... --config nano --steps N -o CODEC_DIR [--resume]
     alaya-studio train guide WEIGHTS_DIR [RECORDING...] [--minutes 15] [--styles all] [--window N] [--context]
-                             [--affine]
+                             [--no-affine]
     alaya-studio train RECORDING... --config tiny|nano|full [--weights DIR] [--codec CODEC_DIR] --steps N
                        -o OUT_DIR [--resume] [--styles original,PRESET,...|all] [--lora-rank R] ...
 
@@ -154,8 +154,9 @@ def guide_parser() -> argparse.ArgumentParser:
                    "spread over the drive (default: the whole recording in every style)")
     p.add_argument("--context", action="store_true",
                    help="give a guide without its global context one (zero at first), fitted with the rest")
-    p.add_argument("--affine", action="store_true",
-                   help="give a guide without its per-pixel affine head one (zero at first), fitted with the rest")
+    p.add_argument("--affine", action=argparse.BooleanOptionalAction, default=G.affine,
+                   help="give a guide without its per-pixel affine head one (zero at first), fitted with the rest "
+                   "(default; with --no-affine none is added)")
     p.add_argument("--constant-lr", action="store_true",
                    help="keep the learning rate at 1e-3 (default: a cosine from 1e-3 to 0 over --minutes)")
     p.add_argument("--seed", type=int, default=0)
