@@ -271,6 +271,7 @@ def test_the_affine_head_starts_as_the_plain_guide_and_draws_a_product_the_plain
         scores[form] = psnr(rgb_u8(drawn[:, None]), rgb_u8(target[:, None]))
     assert scores[True] > scores[False] + 10, scores              # 33.2 dB against 17.3 when written
 
+
 def test_train_codec_guide_context_gives_a_model_whose_inspect_names_it(tmp_path, capsys):
     rec = tmp_path / "a.gbuf.zip"
     assert cli("record", "--frames", 16, "--size", f"{W}x{H}", "--seed", 1, "--rgb", "--fps", 10, "-o", rec) == 0
