@@ -66,6 +66,7 @@ async def measure(width: int, height: int, warmup: float, seconds: float) -> dic
     from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
     from aiortc.mediastreams import MediaStreamError
 
+    from gbuffer.formats.pictures import rgb24
     from webrtc.stamp import read_stamp
 
     ours, theirs = multiprocessing.Pipe()
@@ -83,7 +84,7 @@ async def measure(width: int, height: int, warmup: float, seconds: float) -> dic
                 frame = await track.recv()
             except MediaStreamError:
                 return
-            decoded.append((read_stamp(frame.to_ndarray(format="rgb24")), time.time()))
+            decoded.append((read_stamp(rgb24(frame)), time.time()))
 
     pc.on("track", lambda track: asyncio.get_running_loop().create_task(read(track)))
     await pc.setLocalDescription(await pc.createOffer())

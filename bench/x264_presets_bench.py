@@ -18,6 +18,7 @@ from dataclasses import replace
 import av
 import numpy as np
 
+from gbuffer.formats.pictures import rgb24, yuv420p
 from prompt_presets import REPORT_STYLES, conditioning_for
 from bench.reference_bench import load_frames
 from renderer.reference import ReferenceRenderer
@@ -39,7 +40,7 @@ def encode(pictures: list[np.ndarray], preset: str) -> dict:
     dec = av.CodecContext.create("h264", "r")
     ms, psnr, bits = [], [], 0
     for i, picture in enumerate(pictures):
-        frame = av.VideoFrame.from_ndarray(picture, format="rgb24").reformat(format="yuv420p")
+        frame = yuv420p(picture)
         frame.pts = i
         t0 = time.perf_counter()
         packets = enc.encode(frame)
@@ -47,7 +48,7 @@ def encode(pictures: list[np.ndarray], preset: str) -> dict:
         for packet in packets:    # zerolatency: frame i comes out as frame i's packet
             bits += packet.size * 8
             for out in dec.decode(packet):
-                err = ((out.to_ndarray(format="rgb24").astype(np.float64) - picture) ** 2).mean()
+                err = ((rgb24(out).astype(np.float64) - picture) ** 2).mean()
                 psnr.append(10 * np.log10(255 ** 2 / max(err, 1e-9)))
     return {"preset": preset, "encode_ms_median": float(np.median(ms)), "psnr_db": float(np.mean(psnr)),
             "mbps": bits / len(pictures) * 30 / 1e6}

@@ -18,6 +18,7 @@ import numpy as np
 
 from alaya_errors import UserError
 from gbuffer.formats.common import AtomicFile, CommitOnExit
+from gbuffer.formats.pictures import rgb24
 from gbuffer.size import H264_RULE, Size, SizeError
 
 
@@ -146,4 +147,4 @@ def complete_fragments_end(path: Path) -> int:
 def read_mp4_frames(path: str | Path) -> list[np.ndarray]:
     """Decode a whole (small) MP4 to RGB arrays; for tests and metrics."""
     with av.open(str(path)) as container:
-        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        return [rgb24(f) for f in container.decode(video=0)]

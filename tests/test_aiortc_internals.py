@@ -7,12 +7,12 @@ import asyncio
 import fractions
 import inspect
 
-import av
 import numpy as np
 from aiortc import RTCPeerConnection, RTCRtpSender
 from aiortc.codecs.h264 import H264Encoder
 from aiortc.codecs.vpx import Vp8Encoder
 
+from gbuffer.formats.pictures import yuv420p
 from webrtc.answer import answer_sendonly
 from webrtc.encoders import EncoderSettings, SessionH264Encoder, SessionVp8Encoder
 from webrtc.track import FrameBuffer, SessionVideoTrack
@@ -73,7 +73,7 @@ def test_our_encoders_encode_through_aiortc_and_the_negotiated_codec_is_in_trans
             await answerer.close()
 
     assert asyncio.run(negotiate()) == "video/H264"
-    frame = av.VideoFrame.from_ndarray(np.zeros((64, 96, 3), np.uint8), format="rgb24").reformat(format="yuv420p")
+    frame = yuv420p(np.zeros((64, 96, 3), np.uint8))
     frame.pts, frame.time_base = 0, fractions.Fraction(1, 90000)
     for encoder in (SessionH264Encoder(EncoderSettings()), SessionVp8Encoder(EncoderSettings())):
         payloads, _timestamp = encoder.encode(frame, force_keyframe=True)

@@ -8,6 +8,7 @@ import threading
 import av
 import numpy as np
 
+from gbuffer.formats.pictures import yuv420p
 from webrtc.encoders import EncoderSettings
 from webrtc.fanout import CACHE_FRAMES, FanOut, SharedEncoder
 
@@ -16,7 +17,7 @@ def frames(n: int, start: int = 0) -> list[av.VideoFrame]:
     out = []
     for i in range(start, start + n):
         rgb = np.full((32, 64, 3), (i * 9) % 256, np.uint8)
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+        frame = yuv420p(rgb)
         frame.pts, frame.time_base = i * 3000, fractions.Fraction(1, 90_000)
         out.append(frame)
     return out

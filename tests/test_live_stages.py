@@ -14,6 +14,7 @@ import pytest
 
 from helpers.torch_threads import one_torch_thread, random_frames  # noqa: F401
 from gbuffer.formats.gbufzip import GbufZipSource, GbufZipWriter
+from gbuffer.formats.pictures import yuv420p
 from prompt_presets.presets import get_preset
 from renderer import create_renderer
 from timeline.rollout import Rollout
@@ -86,7 +87,7 @@ def _serial_frames(renderer, frames, cond) -> list[np.ndarray]:
 
 
 def _yuv(rgb: np.ndarray) -> np.ndarray:
-    return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    return yuv420p(rgb).to_ndarray()
 
 
 def test_a_live_flash_session_finishes_each_chunk_on_its_second_stage_with_the_frames_of_a_serial_rollout(tmp_path):

@@ -22,12 +22,12 @@ import weakref
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
 from helpers.sessions import wait_no_sessions
 from gbuffer.engine.raster import CONTEXTS
+from gbuffer.formats.pictures import yuv420p
 from studio.server import Settings
 from studio.server.allocator import ARENAS
 from studio.server.background import BackgroundServer
@@ -158,7 +158,7 @@ def test_sessions_with_watchers_release_the_shared_encoder_and_every_peer(studio
 
 def test_a_closed_shared_encoder_holds_no_codec_and_encodes_nothing():
     encoder = SharedEncoder("video/H264", EncoderSettings.for_session(64, 48, 30))
-    frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24").reformat(format="yuv420p")
+    frame = yuv420p(np.zeros((48, 64, 3), np.uint8))
     frame.pts, frame.time_base = 0, Fraction(1, VIDEO_CLOCK)
     payloads, _ = encoder.encode(frame)
     assert payloads and encoder.inner.codec is not None

@@ -10,6 +10,7 @@ import av
 import numpy as np
 import pytest
 
+from gbuffer.formats.pictures import convert, rgb24, yuv420p
 from gbuffer.input import PlayerInput
 from webrtc import protocol as dc
 from webrtc.encoders import EncoderSettings, SessionH264Encoder, SessionVp8Encoder
@@ -42,14 +43,14 @@ def test_stamp_survives_h264_and_vp8(rng):
         read = []
         for i in range(20):
             rgb = stamp_index(_picture(rng, 416, 224), 1000 + i)
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            frame = yuv420p(rgb)
             frame.pts = i
             for packet in codec.encode(frame):
                 for out in decoder.decode(packet):
-                    read.append(read_stamp(out.to_ndarray(format="rgb24")))
+                    read.append(read_stamp(rgb24(out)))
         for packet in [*codec.encode(None), None]:  # flush encoder, then decoder
             for out in decoder.decode(packet):
-                read.append(read_stamp(out.to_ndarray(format="rgb24")))
+                read.append(read_stamp(rgb24(out)))
         assert read == list(range(1000, 1020)), codec_name
 
 
@@ -60,7 +61,7 @@ def test_session_encoders_use_the_session_settings():
         frame = av.VideoFrame.from_ndarray(np.zeros((96, 160, 3), np.uint8), format="rgb24")
         frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
         assert encoder.last_encode_ms is None
-        payloads, _ = encoder.encode(frame.reformat(format="yuv420p"))
+        payloads, _ = encoder.encode(convert(frame, "yuv420p"))
         assert payloads and encoder.last_encode_ms > 0     # what the status reports as encode_ms
         assert encoder.codec.bit_rate == 2_000_000
         assert encoder.codec.gop_size == 10
@@ -80,7 +81,7 @@ def test_h264_session_encoder_emits_keyframes_at_the_interval():
         rgb[40:56, 2 * i:2 * i + 16] = 250  # a small moving square: no scene cuts
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         frame.pts, frame.time_base = i * 3000, fractions.Fraction(1, 90_000)
-        for nal in encoder._encode_frame(frame.reformat(format="yuv420p"), False):
+        for nal in encoder._encode_frame(convert(frame, "yuv420p"), False):
             if nal[0] & 0x1F == 5:  # IDR slice
                 keyframes.append(i)
                 break

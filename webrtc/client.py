@@ -24,6 +24,7 @@ import numpy as np
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from gbuffer.formats.pictures import rgb24
 from webrtc.stamp import read_stamp
 
 
@@ -126,7 +127,7 @@ class StudioViewer:
                 frame = await track.recv()
             except MediaStreamError:
                 return
-            rgb = frame.to_ndarray(format="rgb24")
+            rgb = rgb24(frame)
             self.frames.append(ReceivedFrame(read_stamp(rgb), time.time(), rgb if self.keep_pixels else None))
             self._changed.set()
 

@@ -20,6 +20,7 @@ import av
 import numpy as np
 
 from gbuffer.formats.common import DEFAULT_FPS, check_fps, check_same_size
+from gbuffer.formats.pictures import rgb24
 from gbuffer.frame import CHANNELS, GBufferError, GBufferFrame
 from gbuffer.size import H264_RULE, Size, SizeError
 from gbuffer.source import RecordedSource
@@ -147,7 +148,7 @@ class ChannelVideo:
                 at = self._next if decoded.pts is None else self.index_of.get(decoded.pts, self._next)
                 self._next = at + 1
                 if at == index:
-                    return decoded.to_ndarray(format="rgb24")
+                    return rgb24(decoded)
                 if at > index:
                     break
         except av.FFmpegError as exc:

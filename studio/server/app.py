@@ -46,6 +46,8 @@ def create_app(settings: Settings | None = None, *, player_at_root: bool = True,
         if pool is not None:            # render workers first: the default renderer is theirs
             app.state.sessions.pool = pool
         elif settings.cluster:
+            # a pooled thread, not one of its own: Ray's head processes die with the thread that started
+            # them (PR_SET_PDEATHSIG follows the thread), and the executor's threads live as long as the loop
             app.state.sessions.pool = await asyncio.get_running_loop().run_in_executor(None, start_pool, settings)
         # The default session's one-off costs while nobody waits for them; /api/health says `ready` after.
         warm = asyncio.get_running_loop().run_in_executor(None, app.state.sessions.planner.warm_up)

@@ -51,8 +51,12 @@ class BackgroundServer:
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the studio did not start on {self.url}")
+            if not self._thread.is_alive():
+                raise RuntimeError(f"the studio on {self.url} stopped while starting (the log above says why)")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the studio on {self.url} did not start within {timeout:g} s: its start-up "
+                                   f"({'Ray and the render workers, ' if self.settings.cluster else ''}"
+                                   "the lifespan) has not finished")
             time.sleep(0.02)
         return self
 

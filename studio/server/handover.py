@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-import av
 import numpy as np
 
+from gbuffer.formats.pictures import yuv420p
 from gbuffer.source import LiveSource, Source
 from timeline.rollout import RenderedFrame
 from studio.server.metrics import SessionObserver
@@ -89,7 +89,7 @@ class FrameHandOver:
             rgb = stamp_index(f.rgb, f.index) if self.stamp else f.rgb
             if self.sink is not None:
                 self.sink.send(f, rgb)           # first: the engine waits for it, the watchers' video does not
-            video = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            video = yuv420p(rgb)
             item = OutgoingFrame(f.index, video, clock.started, frame_info(f, clock))
             if clock.first_ready_s is None:
                 clock.first_ready_s = time.perf_counter() - clock.started
